@@ -1,0 +1,368 @@
+#pragma once
+// The host evaluator: every way of assigning expressions to tensors goes through run_pass,
+// one fused loop over the outputs' shape with no temporaries. The dispatch, in one place:
+//   1. reductions inside the expression are computed first (materialize);
+//   2. an output that overlaps an input through a different layout goes through a
+//      temporary (same layout is safe: each element is read before it is written);
+//   3. the operands' layouts are merged into the fewest dims (contiguous runs collapse),
+//      so a contiguous expression is one linear loop;
+//   4. the inner loop runs xsimd batches when every type in the tree shares one lane
+//      width (lane_bytes), else scalar host() calls; strided and broadcast leaves
+//      load per their inner stride;
+//   5. large passes are split over the persistent thread pool.
+#include "kiln/eval/readers.hpp"
+#include "kiln/eval/thread_pool.hpp"
+
+#include <tuple>
+
+namespace kiln {
+
+// Reductions inside an expression are evaluated first; every other node is kept.
+template <element T>
+const tensor<T>& materialize(const tensor<T>& t) {
+  return t;
+}
+template <element T>
+const scalar_expr<T>& materialize(const scalar_expr<T>& s) {
+  return s;
+}
+template <class Op, class... C>
+auto materialize(const expr_node<Op, C...>& n) {
+  return hana::unpack(n.children, [](const auto&... c) {
+    return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(materialize(c)...);
+  });
+}
+
+namespace detail {
+
+template <class E>
+inline constexpr bool is_materialized =
+    std::is_same_v<std::remove_cvref_t<decltype(materialize(std::declval<const E&>()))>, E>;
+
+template <element D>
+struct leaf_writer {
+  D* base;
+  std::int64_t st[max_rank];
+  D* row = nullptr;
+  std::int64_t inner = 0;
+  void set_row(const std::int64_t* idx, int outer) noexcept {
+    std::int64_t off = 0;
+    for (int d = 0; d < outer; ++d) off += idx[d] * st[d];
+    row = base + off;
+  }
+  template <class V>
+  void store(std::int64_t j, V v) const noexcept {
+    row[j * inner] = convert<D>(v);
+  }
+  template <class V>
+  void store_batch(std::int64_t j, const batch<V>& b) const noexcept {
+    const batch<D> d = batch_convert<D>(b);
+    if (inner == 1) {
+      d.store_unaligned(row + j);
+    } else {
+      alignas(64) D tmp[batch<D>::size];
+      d.store_aligned(tmp);
+      for (std::size_t k = 0; k < batch<D>::size; ++k) row[(j + std::int64_t(k)) * inner] = tmp[k];
+    }
+  }
+};
+
+// One output of a pass: where it goes and the expression that fills it.
+template <element D, class E>
+struct pass_output {
+  using dst_type = D;
+  using expr_type = E;
+  tensor<D> dst;
+  const E* expr;
+};
+
+// The merged iteration space of a pass: extents and, per operand (outputs first, then
+// every tensor leaf in for_each_leaf order), its strides.
+struct iteration_space {
+  kiln::shape extents;
+  std::vector<std::array<std::int64_t, max_rank>> strides;
+
+  // Strides of l broadcast to `target` (which l must broadcast to).
+  void add(const layout& l, const kiln::shape& target) {
+    const layout b = views::broadcast_to(l, target, "assign");
+    std::array<std::int64_t, max_rank> s{};
+    std::copy(b.strides.begin(), b.strides.end(), s.begin());
+    strides.push_back(s);
+  }
+  // Drop extent-1 dims and join neighbours that every operand walks contiguously.
+  void merge(const kiln::shape& full) {
+    const std::size_t n = strides.size();
+    kiln::shape ext;
+    std::vector<std::array<std::int64_t, max_rank>> out(n);
+    for (int d = 0; d < full.size(); ++d) {
+      if (full[d] == 1) continue;
+      const int k = ext.size();
+      ext.push_back(full[d]);
+      for (std::size_t o = 0; o < n; ++o) out[o][k] = strides[o][d];
+      bool join = k > 0;
+      for (std::size_t o = 0; o < n && join; ++o) join = out[o][k - 1] == out[o][k] * full[d];
+      if (join) { // dim k continues dim k-1 in every operand: fold it in
+        ext[k - 1] *= full[d];
+        for (std::size_t o = 0; o < n; ++o) out[o][k - 1] = out[o][k];
+        ext.resize(k);
+      }
+    }
+    if (ext.empty()) {
+      ext.push_back(1);
+      for (auto& st : out) st[0] = 0;
+    }
+    extents = ext;
+    strides = std::move(out);
+  }
+};
+
+template <class... Outs>
+class pass {
+public:
+  explicit pass(Outs... outs) : outs_(std::move(outs)...) {}
+
+  void run() {
+    const kiln::shape& shape = std::get<0>(outs_).dst.shape();
+    const std::int64_t total = numel(shape);
+    if (total == 0) return;
+    iteration_space space;
+    std::apply([&](const auto&... o) { (space.add(o.dst.layout(), shape), ...); }, outs_);
+    std::apply([&](const auto&... o) {
+      (for_each_leaf(*o.expr, [&](const auto& t) { space.add(t.layout(), shape); }), ...);
+    }, outs_);
+    space.merge(shape);
+    const int rank = space.extents.size();
+    const std::int64_t inner = space.extents[rank - 1];
+
+    // Writers and reader trees, built once and copied into each task.
+    std::size_t next_operand = 0;
+    auto next = [&]() { return space.strides[next_operand++].data(); };
+    auto writers = std::apply(
+        [&](const auto&... o) { return std::make_tuple(make_writer(o.dst, next)...); }, outs_);
+    auto readers = std::apply(
+        [&](const auto&... o) { return std::tuple{make_reader(*o.expr, next)...}; }, outs_);
+    std::apply([&](auto&... w) { (void)((w.inner = w.st[rank - 1]), ...); }, writers);
+    std::apply([&](auto&... r) { (set_inner(r, rank - 1), ...); }, readers);
+
+    // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
+    constexpr int cost = (node_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...);
+    const std::int64_t grain = std::max<std::int64_t>(4096, (1 << 17) / cost);
+    const int threads = num_threads();
+    const int tasks = static_cast<int>(std::min<std::int64_t>(threads, (total + grain - 1) / grain));
+    auto body = [&](int t) {
+      auto w = writers;
+      auto r = readers;
+      constexpr std::int64_t align = 64;
+      std::int64_t lo = total * t / tasks / align * align, hi = total * (t + 1) / tasks / align * align;
+      if (t == tasks - 1) hi = total;
+      run_range(w, r, space.extents, lo, hi, inner);
+    };
+    if (tasks <= 1) body(0);
+    else thread_pool::instance().parallel_for(tasks, body);
+  }
+
+private:
+  template <element D, class Next>
+  static leaf_writer<D> make_writer(const tensor<D>& t, Next& next) {
+    leaf_writer<D> w{t.data(), {}};
+    const std::int64_t* s = next();
+    std::copy(s, s + max_rank, w.st);
+    return w;
+  }
+
+  static constexpr std::size_t all_lanes() {
+    constexpr std::size_t bytes[] = {lane_bytes<decltype(*std::declval<Outs>().expr)>...};
+    for (std::size_t b : bytes)
+      if (b == 0 || b != bytes[0]) return 0;
+    return bytes[0];
+  }
+
+  template <class W, class R>
+  static void run_range(W& w, R& r, const kiln::shape& ext, std::int64_t lo, std::int64_t hi,
+                        std::int64_t inner) {
+    const int outer = ext.size() - 1;
+    std::int64_t idx[max_rank] = {};
+    std::int64_t row = lo / inner, j = lo % inner;
+    for (int d = outer - 1; d >= 0; --d) {
+      idx[d] = row % ext[d];
+      row /= ext[d];
+    }
+    for (std::int64_t e = lo; e < hi;) {
+      std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, w);
+      std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, r);
+      const std::int64_t jend = std::min(inner, j + (hi - e));
+      segment(w, r, j, jend, std::index_sequence_for<Outs...>{});
+      e += jend - j;
+      j = 0;
+      for (int d = outer - 1; d >= 0; --d) {
+        if (++idx[d] < ext[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+
+  template <class W, class R, std::size_t... I>
+  static void segment(W& w, R& r, std::int64_t j, std::int64_t jend, std::index_sequence<I...>) {
+    constexpr std::size_t lb = all_lanes();
+    if constexpr (lb != 0 && (simd_dst<I>() && ...)) {
+      constexpr std::int64_t n = static_cast<std::int64_t>(
+          batch<typename std::tuple_element_t<0, R>::value_type>::size);
+      for (; j + n <= jend; j += n) {
+        // All values of a position are computed before any is stored, so an output
+        // that is also an input (same layout) is read before it is overwritten.
+        const auto vals = std::make_tuple(std::get<I>(r).load(j)...);
+        (std::get<I>(w).store_batch(j, std::get<I>(vals)), ...);
+      }
+    }
+    for (; j < jend; ++j) {
+      const auto vals = std::make_tuple(std::get<I>(r).at(j)...);
+      (std::get<I>(w).store(j, std::get<I>(vals)), ...);
+    }
+  }
+
+  template <std::size_t I>
+  static constexpr bool simd_dst() {
+    using O = std::tuple_element_t<I, std::tuple<Outs...>>;
+    using D = std::remove_cvref_t<decltype(std::declval<O>().dst.data()[0])>;
+    return simd_element<D> && sizeof(D) == all_lanes();
+  }
+
+  std::tuple<Outs...> outs_;
+};
+
+template <element D, class E>
+void check_target(const tensor<D>& dst, const E& e, const char* op) {
+  if (dst.empty()) throw error(op, "the target tensor is empty", "it has no storage");
+  const kiln::shape& s = shape_of(e);
+  kiln::shape b = dst.shape();
+  if (!broadcast_into(b, s) || b != dst.shape())
+    throw error(op, "shapes cannot be broadcast together",
+                "value of shape " + s.str() + " into a tensor of shape " + dst.shape().str());
+  for (int d = 0; d < dst.rank(); ++d)
+    if (dst.strides()[d] == 0 && dst.shape()[d] > 1)
+      throw error(op, "cannot write through a broadcast view",
+                  "target shape " + dst.shape().str() + " has stride 0 on dim " +
+                      std::to_string(d));
+}
+
+// Would writing dst while reading e's leaves read an element after it was overwritten?
+template <element D, class E>
+bool overlaps_differently(const tensor<D>& dst, const E& e) {
+  bool bad = false;
+  const auto [lo, hi] = dst.layout().extent();
+  for_each_leaf(e, [&](const auto& t) {
+    if (bad || t.storage() != dst.storage()) return;
+    const layout tl = views::broadcast_to(t.layout(), dst.shape(), "assign");
+    if (tl == dst.layout()) return;
+    const auto [tlo, thi] = tl.extent();
+    bad = tlo < hi && lo < thi;
+  });
+  return bad;
+}
+
+template <element D, class E>
+void assign(const tensor<D>& dst, const E& e) {
+  if constexpr (!is_materialized<E>) {
+    assign(dst, materialize(e));
+  } else {
+    check_target(dst, e, "assign");
+    if (overlaps_differently(dst, e)) {
+      tensor<value_t<E>> tmp(shape_of(e));
+      pass(pass_output<value_t<E>, E>{tmp, &e}).run();
+      pass(pass_output<D, tensor<value_t<E>>>{dst, &tmp}).run();
+      return;
+    }
+    pass(pass_output<D, E>{dst, &e}).run();
+  }
+}
+
+template <class O, class Tup, std::size_t... J>
+bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
+  auto targets_overlap = [&](const auto& other) {
+    if (static_cast<const void*>(&o) == static_cast<const void*>(&other) ||
+        o.dst.storage() != other.dst.storage())
+      return false;
+    const auto [a, b] = o.dst.layout().extent();
+    const auto [c, d] = other.dst.layout().extent();
+    return a < d && c < b;
+  };
+  return ((overlaps_differently(o.dst, *std::get<J>(outs).expr) ||
+           targets_overlap(std::get<J>(outs))) ||
+          ...);
+}
+
+template <class Tup, std::size_t... I>
+void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
+  const kiln::shape s = std::get<0>(outs).dst.shape();
+  auto check = [&](const auto& o) {
+    check_target(o.dst, *o.expr, "eval");
+    if (o.dst.shape() != s)
+      throw error("eval", "outputs of one pass must have one shape",
+                  "shapes " + s.str() + " and " + o.dst.shape().str());
+  };
+  (check(std::get<I>(outs)), ...);
+  if (!(overlaps_any(std::get<I>(outs), outs, seq) || ...)) {
+    pass(std::get<I>(outs)...).run();
+    return;
+  }
+  using tmp_tuple = std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
+  tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(s)...};
+  pass(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
+                   typename std::tuple_element_t<I, Tup>::expr_type>{std::get<I>(tmps),
+                                                                     std::get<I>(outs).expr}...)
+      .run();
+  (pass(pass_output<typename std::tuple_element_t<I, Tup>::dst_type,
+                    std::tuple_element_t<I, tmp_tuple>>{std::get<I>(outs).dst, &std::get<I>(tmps)})
+       .run(),
+   ...);
+}
+
+// Copies what materialize returned (a leaf reference or a new node) into a value.
+template <class E>
+std::remove_cvref_t<E> evaluate_leaf_copy(E&& e) {
+  return std::forward<E>(e);
+}
+
+template <class E>
+tensor<value_t<E>> evaluate(const E& e) {
+  if constexpr (is_tensor_v<std::remove_cvref_t<E>>) {
+    return e;
+  } else {
+    tensor<value_t<E>> r(shape_of(e));
+    assign(r, e);
+    return r;
+  }
+}
+
+template <class E>
+std::vector<value_t<E>> to_vector(const E& e) {
+  using T = value_t<E>;
+  tensor<T> t = evaluate(e);
+  if (t.empty()) return {};
+  if (!t.is_contiguous()) t = t.clone();
+  return std::vector<T>(t.data(), t.data() + t.size());
+}
+
+} // namespace detail
+
+namespace detail {
+template <class Ms, std::size_t... I, element... D, class... E>
+void eval_with(const Ms& ms, std::index_sequence<I...> seq, pending_assign<D, E>&... p) {
+  const auto outs = std::make_tuple(
+      pass_output<D, std::tuple_element_t<I, Ms>>{p.target(), &std::get<I>(ms)}...);
+  run_outputs(outs, seq);
+}
+} // namespace detail
+
+// Several outputs in one pass: kiln::eval(r1 = e1, r2 = e2). All targets must have one
+// shape. If a target overlaps an input or another target through a different layout,
+// every output is computed into a temporary first.
+template <element... D, class... E>
+void eval(pending_assign<D, E>&&... p) {
+  static_assert(sizeof...(D) >= 1, "kiln::eval needs at least one assignment");
+  (p.mark_done(), ...);
+  auto ms = std::make_tuple(detail::evaluate_leaf_copy(materialize(p.expr()))...);
+  detail::eval_with(ms, std::index_sequence_for<D...>{}, p...);
+}
+
+} // namespace kiln

@@ -1,0 +1,179 @@
+#pragma once
+// The host evaluator's view of an expression: a tree of readers mirroring the expression
+// tree. A leaf reader walks its tensor over the merged iteration space one row at a time;
+// an op reader applies the op's host() (scalar) or simd() (xsimd batch) to its children.
+#include "kiln/expr.hpp"
+#include "kiln/tensor.hpp"
+
+#include <xsimd/xsimd.hpp>
+
+#include <boost/hana/all_of.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/transform.hpp>
+
+namespace kiln::detail {
+
+using arch = xsimd::default_arch;
+template <class T>
+using batch = xsimd::batch<T, arch>;
+
+template <class T>
+inline constexpr bool simd_element = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                     std::is_same_v<T, std::int32_t> ||
+                                     std::is_same_v<T, std::uint32_t> ||
+                                     std::is_same_v<T, std::int64_t>;
+
+// Convert a batch between types of one size (so lanes line up).
+template <class To, class From>
+batch<To> batch_convert(const batch<From>& b) {
+  if constexpr (std::is_same_v<To, From>) return b;
+  else return xsimd::batch_cast<To>(b);
+}
+
+// --- lane_bytes<E>: the element size every type in E's tree shares when the whole
+// expression can run on xsimd batches, else 0 (then the scalar loop runs it).
+template <class E>
+struct lane_bytes_of {
+  static constexpr std::size_t value = 0;
+};
+template <element T>
+struct lane_bytes_of<tensor<T>> {
+  static constexpr std::size_t value = simd_element<T> ? sizeof(T) : 0;
+};
+template <element T>
+struct lane_bytes_of<scalar_expr<T>> {
+  static constexpr std::size_t value = simd_element<T> ? sizeof(T) : 0;
+};
+template <class Op, class... C>
+struct lane_bytes_of<expr_node<Op, C...>> {
+  using R = typename expr_node<Op, C...>::value_type;
+  template <std::size_t... I>
+  static constexpr bool operands_ok(std::index_sequence<I...>) {
+    return ((simd_element<typename Op::rule::template operand<I, value_t<C>...>> &&
+             sizeof(typename Op::rule::template operand<I, value_t<C>...>) == sizeof(R) &&
+             Op::template simd_for<typename Op::rule::template operand<I, value_t<C>...>>) &&
+            ...);
+  }
+  static constexpr std::size_t value =
+      (simd_element<R> && ((lane_bytes_of<C>::value == sizeof(R)) && ...) &&
+       operands_ok(std::index_sequence_for<C...>{}))
+          ? sizeof(R)
+          : 0;
+};
+template <class E>
+inline constexpr std::size_t lane_bytes = lane_bytes_of<std::remove_cvref_t<E>>::value;
+
+// --- readers
+template <element T>
+struct leaf_reader {
+  using value_type = T;
+  const T* base;
+  std::int64_t st[max_rank];
+  const T* row = nullptr;
+  std::int64_t inner = 0;
+
+  void set_row(const std::int64_t* idx, int outer) noexcept {
+    std::int64_t off = 0;
+    for (int d = 0; d < outer; ++d) off += idx[d] * st[d];
+    row = base + off;
+  }
+  T at(std::int64_t j) const noexcept { return row[j * inner]; }
+  batch<T> load(std::int64_t j) const noexcept {
+    if (inner == 1) return batch<T>::load_unaligned(row + j);
+    if (inner == 0) return batch<T>(row[0]);
+    alignas(64) T tmp[batch<T>::size];
+    for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = row[(j + std::int64_t(k)) * inner];
+    return batch<T>::load_aligned(tmp);
+  }
+};
+
+template <element T>
+struct scalar_reader {
+  using value_type = T;
+  T value;
+  void set_row(const std::int64_t*, int) noexcept {}
+  T at(std::int64_t) const noexcept { return value; }
+  batch<T> load(std::int64_t) const noexcept { return batch<T>(value); }
+};
+
+template <class Op, class... R>
+struct op_reader {
+  using value_type = typename Op::rule::template result<typename R::value_type...>;
+  hana::tuple<R...> children;
+
+  void set_row(const std::int64_t* idx, int outer) noexcept {
+    hana::for_each(children, [&](auto& c) { c.set_row(idx, outer); });
+  }
+  value_type at(std::int64_t j) const noexcept {
+    return at_impl(j, std::index_sequence_for<R...>{});
+  }
+  batch<value_type> load(std::int64_t j) const noexcept {
+    return load_impl(j, std::index_sequence_for<R...>{});
+  }
+
+private:
+  template <std::size_t I>
+  using operand_t = typename Op::rule::template operand<I, typename R::value_type...>;
+
+  template <std::size_t... I>
+  value_type at_impl(std::int64_t j, std::index_sequence<I...>) const noexcept {
+    return convert<value_type>(
+        Op::host(convert<compute_t<operand_t<I>>>(hana::at_c<I>(children).at(j))...));
+  }
+  template <std::size_t... I>
+  batch<value_type> load_impl(std::int64_t j, std::index_sequence<I...>) const noexcept {
+    return batch_convert<value_type>(
+        Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).load(j))...));
+  }
+};
+
+// Visits the tensor leaves of an expression in a fixed (depth-first) order.
+template <element T, class F>
+void for_each_leaf(const tensor<T>& t, F&& f) {
+  f(t);
+}
+template <element T, class F>
+void for_each_leaf(const scalar_expr<T>&, F&&) {}
+template <class Op, class... C, class F>
+void for_each_leaf(const expr_node<Op, C...>& n, F&& f) {
+  hana::for_each(n.children, [&](const auto& c) { for_each_leaf(c, f); });
+}
+
+// Builds the reader tree; strides come from `next()`, called once per tensor leaf in
+// for_each_leaf's order, giving the leaf's strides over the merged iteration space.
+template <element T, class Next>
+leaf_reader<T> make_reader(const tensor<T>& t, Next& next) {
+  leaf_reader<T> r{t.data(), {}};
+  const std::int64_t* s = next();
+  std::copy(s, s + max_rank, r.st);
+  return r;
+}
+template <element T, class Next>
+scalar_reader<T> make_reader(const scalar_expr<T>& s, Next&) {
+  return {s.value};
+}
+template <class Op, class... C, class Next>
+auto make_reader(const expr_node<Op, C...>& n, Next& next) {
+  // Children in order: hana::unpack evaluates its arguments left to right here because
+  // each is built in a braced list.
+  return hana::unpack(n.children, [&](const auto&... c) {
+    return op_reader<Op, decltype(make_reader(c, next))...>{
+        hana::tuple<decltype(make_reader(c, next))...>{make_reader(c, next)...}};
+  });
+}
+
+// Points every leaf reader of a tree at its innermost stride (set after merging).
+template <class R>
+void set_inner(R& r, int inner_dim) {
+  if constexpr (requires { r.children; })
+    hana::for_each(r.children, [&](auto& c) { set_inner(c, inner_dim); });
+  else if constexpr (requires { r.st; })
+    r.inner = r.st[inner_dim];
+}
+
+template <class E>
+inline constexpr int node_count = 1;
+template <class Op, class... C>
+inline constexpr int node_count<expr_node<Op, C...>> = 1 + (node_count<C> + ...);
+
+} // namespace kiln::detail

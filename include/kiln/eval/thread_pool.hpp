@@ -1,0 +1,121 @@
+#pragma once
+// The host evaluator's persistent thread pool. Workers are started once and sleep on a
+// condition variable between passes, so an evaluation never creates a thread. The
+// calling thread takes part in the work. A pass that arrives while another runs (from a
+// second user thread) or from inside a worker runs on the calling thread alone.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kiln {
+
+class thread_pool {
+public:
+  static thread_pool& instance() {
+    static thread_pool pool(default_threads());
+    return pool;
+  }
+
+  // Threads used by a pass, the caller included (>= 1).
+  int threads() const noexcept { return active_.load(std::memory_order_relaxed); }
+  // Use fewer threads than were started (or more, up to the started count).
+  void set_threads(int n) {
+    active_.store(std::clamp(n, 1, static_cast<int>(workers_.size()) + 1));
+  }
+
+  // Runs fn(task) for task in [0, tasks), spread over the active threads.
+  template <class F>
+  void parallel_for(int tasks, F&& fn) {
+    const int n = std::min(tasks, threads());
+    if (n <= 1 || in_worker() || !busy_.try_lock()) {
+      for (int t = 0; t < tasks; ++t) fn(t);
+      return;
+    }
+    std::lock_guard<std::mutex> own(busy_, std::adopt_lock);
+    const std::function<void(int)> job = std::ref(fn);
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      job_ = &job;
+      tasks_ = tasks;
+      next_.store(0);
+      helpers_ = n - 1;
+      running_ = n - 1;
+      ++generation_;
+    }
+    cv_.notify_all();
+    drain();
+    std::unique_lock<std::mutex> lk(m_);
+    done_cv_.wait(lk, [&] { return running_ == 0; });
+    job_ = nullptr;
+  }
+
+  ~thread_pool() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+private:
+  static int default_threads() {
+    if (const char* env = std::getenv("KILN_NUM_THREADS")) {
+      const int n = std::atoi(env);
+      if (n >= 1) return n;
+    }
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
+
+  explicit thread_pool(int n) : active_(n) {
+    for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this, i] { work(i); });
+  }
+
+  static bool& in_worker() {
+    thread_local bool flag = false;
+    return flag;
+  }
+
+  void drain() {
+    for (int t; (t = next_.fetch_add(1)) < tasks_;) (*job_)(t);
+  }
+
+  void work(int index) {
+    in_worker() = true;
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [&] { return stop_ || (generation_ != seen && index < helpers_); });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain();
+      std::lock_guard<std::mutex> lk(m_);
+      if (--running_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::atomic<int> active_;
+  std::mutex busy_; // one pass at a time
+  std::mutex m_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* job_ = nullptr;
+  int tasks_ = 0, helpers_ = 0, running_ = 0;
+  std::atomic<int> next_{0};
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+// Number of threads host passes use; KILN_NUM_THREADS sets the start value.
+inline int num_threads() { return thread_pool::instance().threads(); }
+inline void set_num_threads(int n) { thread_pool::instance().set_threads(n); }
+
+} // namespace kiln

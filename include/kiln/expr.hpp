@@ -1,0 +1,152 @@
+#pragma once
+// Expression nodes. An expression is a compile-time tree (Boost.Hana tuples of children
+// held by value) whose leaves are tensor handles and scalar values; nothing is computed
+// until a result is needed. Holding children by value means an expression built from
+// local tensors and returned from a function never dangles: a copied leaf is a refcount
+// bump on the tensor's storage.
+#include "kiln/dtype.hpp"
+#include "kiln/shape.hpp"
+
+#include <boost/hana/fold_left.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/unpack.hpp>
+
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace kiln {
+
+namespace hana = boost::hana;
+
+template <element T>
+class tensor;
+
+// Every node kind opts in by specializing this trait.
+template <class E>
+struct is_expression_type : std::false_type {};
+template <element T>
+struct is_expression_type<tensor<T>> : std::true_type {};
+
+template <class E>
+concept expression = is_expression_type<std::remove_cvref_t<E>>::value;
+
+template <class E>
+using value_t = typename std::remove_cvref_t<E>::value_type;
+
+// A C++ scalar that may stand in an expression: arithmetic types and kiln's 16-bit floats.
+template <class S>
+concept scalar = (std::is_arithmetic_v<std::remove_cvref_t<S>> ||
+                  std::is_same_v<std::remove_cvref_t<S>, half> ||
+                  std::is_same_v<std::remove_cvref_t<S>, bfloat16>) &&
+                 !expression<S>;
+
+template <class X>
+concept operand = expression<X> || scalar<X>;
+
+template <class Derived>
+struct expression_base; // eval(), shape(), to_vector(), item(): see tensor.hpp
+
+// A scalar value, already converted to the type it meets in its expression. It is a
+// runtime value: a GPU kernel takes it as a parameter, so new values never recompile.
+template <element T>
+struct scalar_expr : expression_base<scalar_expr<T>> {
+  using value_type = T;
+  T value;
+  explicit scalar_expr(T v) : value(v) {}
+};
+template <element T>
+struct is_expression_type<scalar_expr<T>> : std::true_type {};
+
+template <class Op, class... Children>
+struct expr_node : expression_base<expr_node<Op, Children...>> {
+  using op = Op;
+  using value_type = typename Op::rule::template result<value_t<Children>...>;
+  hana::tuple<Children...> children;
+  explicit expr_node(Children... ch) : children(std::move(ch)...) {}
+};
+template <class Op, class... Children>
+struct is_expression_type<expr_node<Op, Children...>> : std::true_type {};
+
+// The broadcast shape of an expression (rank 0 for a scalar).
+template <element T>
+const kiln::shape& shape_of(const tensor<T>& t) {
+  return t.shape();
+}
+template <element T>
+kiln::shape shape_of(const scalar_expr<T>&) {
+  return {};
+}
+template <class Op, class... C>
+kiln::shape shape_of(const expr_node<Op, C...>& n) {
+  return hana::fold_left(n.children, kiln::shape{}, [](kiln::shape acc, const auto& c) {
+    const kiln::shape& s = shape_of(c);
+    if (!broadcast_into(acc, s))
+      throw error(std::string(Op::name), "shapes cannot be broadcast together",
+                  "shapes " + acc.str() + " and " + s.str());
+    return acc;
+  });
+}
+
+namespace detail {
+
+// The common value type of the expression operands of a call (bool if there are none),
+// which a scalar operand is converted to when it does not widen it.
+template <class... X>
+struct peer_type {
+  using type = bool;
+};
+template <class X, class... R>
+struct peer_type<X, R...> {
+  using type = typename peer_type<R...>::type; // a scalar does not count
+};
+template <expression X, class... R>
+struct peer_type<X, R...> {
+  using type = promote_t<value_t<X>, typename peer_type<R...>::type>;
+};
+
+template <class Peer, class X>
+auto as_child(X&& x) {
+  if constexpr (expression<X>) {
+    return std::remove_cvref_t<X>(std::forward<X>(x));
+  } else {
+    using S = scalar_element_t<std::remove_cvref_t<X>>;
+    using T = promote_with_scalar_t<Peer, S>;
+    const T v = convert<T>(static_cast<S>(x));
+    if constexpr (!is_floating(dtype_of<T>()) && !std::is_same_v<T, bool> &&
+                  std::is_arithmetic_v<std::remove_cvref_t<X>>) {
+      // An integer scalar that does not fit the tensor's type is an error, not a wrap.
+      if (static_cast<long double>(v) != static_cast<long double>(x))
+        throw error("scalar", "value does not fit the tensor's dtype",
+                    std::to_string(static_cast<long double>(x)) + " as " +
+                        std::string(name(dtype_of<T>())));
+    }
+    return scalar_expr<T>(v);
+  }
+}
+
+} // namespace detail
+
+// Builds the node for Op from operands (expressions and scalars), checking the op's
+// type rule with a readable message.
+template <class Op, class... X>
+auto make_node(X&&... x) {
+  using Peer = typename detail::peer_type<std::remove_cvref_t<X>...>::type;
+  using Node = expr_node<Op, decltype(detail::as_child<Peer>(std::forward<X>(x)))...>;
+  Op::rule::template check<value_t<decltype(detail::as_child<Peer>(std::forward<X>(x)))>...>();
+  return Node(detail::as_child<Peer>(std::forward<X>(x))...);
+}
+
+// Base of every op definition: the slots the JIT (device spellings) and autodiff
+// (derivative rule) fill in for each op, empty until those components define them.
+struct op_base {
+  static constexpr const char* glsl = nullptr;
+  static constexpr const char* cuda = nullptr;
+  static constexpr const char* msl = nullptr;
+  static constexpr std::nullptr_t derivative = nullptr;
+  // Compute types for which simd() exists; the host evaluator falls back to host().
+  template <class T>
+  static constexpr bool simd_for = false;
+};
+
+} // namespace kiln

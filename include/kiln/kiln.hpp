@@ -1,0 +1,15 @@
+#pragma once
+// Everything kiln offers on the host: include this one header.
+#include "kiln/creation.hpp"
+#include "kiln/device.hpp"
+#include "kiln/dtype.hpp"
+#include "kiln/error.hpp"
+#include "kiln/eval/assign.hpp"
+#include "kiln/expr.hpp"
+#include "kiln/half.hpp"
+#include "kiln/ops/arithmetic.hpp"
+#include "kiln/ops/compare.hpp"
+#include "kiln/ops/logical.hpp"
+#include "kiln/ops/math.hpp"
+#include "kiln/ops/select.hpp"
+#include "kiln/tensor.hpp"

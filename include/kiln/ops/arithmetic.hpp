@@ -1,0 +1,228 @@
+#pragma once
+// Arithmetic ops: + - * / %, unary minus, abs, sign, maximum, minimum, clamp.
+// Integer / and % follow C++ (truncate toward zero, remainder takes the dividend's
+// sign), except that dividing by zero gives 0 instead of trapping. Floating % is fmod.
+// maximum/minimum/clamp propagate NaN, as numpy does.
+#include "kiln/ops/define.hpp"
+#include "kiln/ops/rules.hpp"
+
+namespace kiln::detail {
+template <class T>
+constexpr auto unsigned_of(T v) {
+  return static_cast<std::make_unsigned_t<T>>(v);
+}
+} // namespace kiln::detail
+
+namespace kiln::ops {
+
+template <class T>
+inline constexpr bool simd_number = detail::is_simd_float<T> || detail::is_simd_int<T>;
+
+struct add : op_base {
+  static constexpr const char* name = "add";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_integral_v<T>) // wraps, never signed-overflow UB
+      return static_cast<T>(detail::unsigned_of<T>(a) + detail::unsigned_of<T>(b));
+    else return static_cast<T>(a + b);
+  }
+  template <class T>
+  static constexpr bool simd_for = simd_number<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) { return a + b; }
+};
+
+struct sub : op_base {
+  static constexpr const char* name = "sub";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_integral_v<T>) // wraps, never signed-overflow UB
+      return static_cast<T>(detail::unsigned_of<T>(a) - detail::unsigned_of<T>(b));
+    else return static_cast<T>(a - b);
+  }
+  template <class T>
+  static constexpr bool simd_for = simd_number<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) { return a - b; }
+};
+
+struct mul : op_base {
+  static constexpr const char* name = "mul";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_integral_v<T>) // wraps, never signed-overflow UB
+      return static_cast<T>(detail::unsigned_of<T>(a) * detail::unsigned_of<T>(b));
+    else return static_cast<T>(a * b);
+  }
+  template <class T>
+  static constexpr bool simd_for = simd_number<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) { return a * b; }
+};
+
+struct div : op_base {
+  static constexpr const char* name = "div";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));
+    }
+    return static_cast<T>(a / b);
+  }
+  template <class T>
+  static constexpr bool simd_for = detail::is_simd_float<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) { return a / b; }
+};
+
+struct mod : op_base {
+  static constexpr const char* name = "mod";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return 0;
+      return static_cast<T>(a % b);
+    } else {
+      return std::fmod(a, b);
+    }
+  }
+  template <class T>
+  static constexpr bool simd_for = detail::is_simd_float<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) { return xsimd::fmod(a, b); }
+};
+
+struct neg : op_base {
+  static constexpr const char* name = "neg";
+  static constexpr int arity = 1;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a) {
+    if constexpr (std::is_integral_v<T>) // wraps like unsigned arithmetic, never UB
+      return static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));
+    else return -a;
+  }
+  template <class T>
+  static constexpr bool simd_for = detail::is_simd_float<T> || std::is_same_v<T, std::int32_t>;
+  template <class B>
+  static B simd(const B& a) { return -a; }
+};
+
+struct abs : op_base {
+  static constexpr const char* name = "abs";
+  static constexpr int arity = 1;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a) {
+    if constexpr (std::is_unsigned_v<T>) return a;
+    else if constexpr (std::is_integral_v<T>) return a < 0 ? neg::host(a) : a;
+    else return std::fabs(a);
+  }
+  template <class T>
+  static constexpr bool simd_for = detail::is_simd_float<T>;
+  template <class B>
+  static B simd(const B& a) { return xsimd::abs(a); }
+};
+
+struct sign : op_base {
+  static constexpr const char* name = "sign";
+  static constexpr int arity = 1;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (a != a) return a;
+    return static_cast<T>((T(0) < a) - (a < T(0)));
+  }
+  template <class T>
+  static constexpr bool simd_for = detail::is_simd_float<T>;
+  template <class B>
+  static B simd(const B& a) {
+    const B one(1), zero(0);
+    return xsimd::select(a > zero, one, xsimd::select(a < zero, -one, a)); // keeps 0 and NaN
+  }
+};
+
+struct maximum : op_base {
+  static constexpr const char* name = "maximum";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (a != a || b != b) return a + b;
+    return a < b ? b : a;
+  }
+  template <class T>
+  static constexpr bool simd_for = simd_number<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) {
+    if constexpr (std::is_floating_point_v<typename B::value_type>)
+      return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, xsimd::max(a, b));
+    else return xsimd::max(a, b);
+  }
+};
+
+struct minimum : op_base {
+  static constexpr const char* name = "minimum";
+  static constexpr int arity = 2;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (a != a || b != b) return a + b;
+    return b < a ? b : a;
+  }
+  template <class T>
+  static constexpr bool simd_for = simd_number<T>;
+  template <class B>
+  static B simd(const B& a, const B& b) {
+    if constexpr (std::is_floating_point_v<typename B::value_type>)
+      return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, xsimd::min(a, b));
+    else return xsimd::min(a, b);
+  }
+};
+
+struct clamp : op_base {
+  static constexpr const char* name = "clamp";
+  static constexpr int arity = 3;
+  using rule = rules::arithmetic;
+  template <class T>
+  static T host(T x, T lo, T hi) { return minimum::host(maximum::host(x, lo), hi); }
+  template <class T>
+  static constexpr bool simd_for = simd_number<T>;
+  template <class B>
+  static B simd(const B& x, const B& lo, const B& hi) {
+    return minimum::simd(maximum::simd(x, lo), hi);
+  }
+};
+
+} // namespace kiln::ops
+
+namespace kiln {
+KILN_BINARY_FUNCTION(operator+, ops::add)
+KILN_BINARY_FUNCTION(operator-, ops::sub)
+KILN_BINARY_FUNCTION(operator*, ops::mul)
+KILN_BINARY_FUNCTION(operator/, ops::div)
+KILN_BINARY_FUNCTION(operator%, ops::mod)
+KILN_UNARY_FUNCTION(operator-, ops::neg)
+KILN_UNARY_FUNCTION(abs, ops::abs)
+KILN_UNARY_FUNCTION(sign, ops::sign)
+KILN_BINARY_FUNCTION(maximum, ops::maximum)
+KILN_BINARY_FUNCTION(minimum, ops::minimum)
+KILN_TERNARY_FUNCTION(clamp, ops::clamp)
+} // namespace kiln

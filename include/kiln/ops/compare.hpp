@@ -1,0 +1,37 @@
+#pragma once
+// Comparisons: == != < <= > >=, elementwise, giving bool. Operands meet in their common
+// type first (so an i32 compared with an f32 compares as f32).
+#include "kiln/ops/define.hpp"
+#include "kiln/ops/rules.hpp"
+
+namespace kiln::ops {
+
+#define KILN_COMPARISON(Name, sym)                                                                 \
+  struct Name : op_base {                                                                          \
+    static constexpr const char* name = #Name;                                                     \
+    static constexpr int arity = 2;                                                                \
+    using rule = rules::comparison;                                                                \
+    template <class T>                                                                             \
+    static bool host(T a, T b) {                                                                   \
+      return a sym b;                                                                              \
+    }                                                                                              \
+  };
+
+KILN_COMPARISON(equal, ==)
+KILN_COMPARISON(not_equal, !=)
+KILN_COMPARISON(less, <)
+KILN_COMPARISON(less_equal, <=)
+KILN_COMPARISON(greater, >)
+KILN_COMPARISON(greater_equal, >=)
+#undef KILN_COMPARISON
+
+} // namespace kiln::ops
+
+namespace kiln {
+KILN_BINARY_FUNCTION(operator==, ops::equal)
+KILN_BINARY_FUNCTION(operator!=, ops::not_equal)
+KILN_BINARY_FUNCTION(operator<, ops::less)
+KILN_BINARY_FUNCTION(operator<=, ops::less_equal)
+KILN_BINARY_FUNCTION(operator>, ops::greater)
+KILN_BINARY_FUNCTION(operator>=, ops::greater_equal)
+} // namespace kiln

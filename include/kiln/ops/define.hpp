@@ -1,0 +1,52 @@
+#pragma once
+// The few lines every op file uses to give its op a user-facing function. A function is
+// found only when one argument is a kiln expression; a bad other argument stops the build
+// with one sentence rather than a page of candidates.
+#include "kiln/expr.hpp"
+
+#include <xsimd/xsimd.hpp>
+
+#include <cmath>
+
+namespace kiln::detail {
+
+template <class... X>
+constexpr void check_operands() {
+  static_assert((operand<X> && ...), "kiln: each operand must be a kiln tensor or expression, "
+                                     "or an arithmetic scalar");
+}
+
+template <class... X>
+concept any_expression = (expression<X> || ...);
+
+template <class T>
+inline constexpr bool is_simd_float = std::is_same_v<T, float> || std::is_same_v<T, double>;
+template <class T>
+inline constexpr bool is_simd_int = std::is_same_v<T, std::int32_t> ||
+                                    std::is_same_v<T, std::uint32_t> ||
+                                    std::is_same_v<T, std::int64_t>;
+
+} // namespace kiln::detail
+
+#define KILN_UNARY_FUNCTION(fn, Op)                                                                \
+  template <class X>                                                                               \
+    requires ::kiln::detail::any_expression<X>                                                     \
+  auto fn(X&& x) {                                                                                 \
+    return ::kiln::make_node<Op>(std::forward<X>(x));                                              \
+  }
+
+#define KILN_BINARY_FUNCTION(fn, Op)                                                               \
+  template <class X, class Y>                                                                      \
+    requires ::kiln::detail::any_expression<X, Y>                                                  \
+  auto fn(X&& x, Y&& y) {                                                                          \
+    ::kiln::detail::check_operands<X, Y>();                                                        \
+    return ::kiln::make_node<Op>(std::forward<X>(x), std::forward<Y>(y));                          \
+  }
+
+#define KILN_TERNARY_FUNCTION(fn, Op)                                                              \
+  template <class X, class Y, class Z>                                                             \
+    requires ::kiln::detail::any_expression<X, Y, Z>                                               \
+  auto fn(X&& x, Y&& y, Z&& z) {                                                                   \
+    ::kiln::detail::check_operands<X, Y, Z>();                                                     \
+    return ::kiln::make_node<Op>(std::forward<X>(x), std::forward<Y>(y), std::forward<Z>(z));      \
+  }

@@ -1,0 +1,54 @@
+#pragma once
+// where(cond, a, b), the float predicates isnan/isinf/isfinite, and cast<T>.
+#include "kiln/ops/define.hpp"
+#include "kiln/ops/rules.hpp"
+
+namespace kiln::ops {
+
+struct where : op_base {
+  static constexpr const char* name = "where";
+  static constexpr int arity = 3;
+  using rule = rules::select;
+  template <class T>
+  static T host(bool c, T a, T b) { return c ? a : b; }
+};
+
+#define KILN_PREDICATE(Name, float_expr, int_value)                                                \
+  struct Name : op_base {                                                                          \
+    static constexpr const char* name = #Name;                                                     \
+    static constexpr int arity = 1;                                                                \
+    using rule = rules::predicate;                                                                 \
+    template <class T>                                                                             \
+    static bool host(T x) {                                                                        \
+      if constexpr (std::is_floating_point_v<T>) return float_expr;                                \
+      else return int_value;                                                                       \
+    }                                                                                              \
+  };
+KILN_PREDICATE(isnan, std::isnan(x), false)
+KILN_PREDICATE(isinf, std::isinf(x), false)
+KILN_PREDICATE(isfinite, std::isfinite(x), true)
+#undef KILN_PREDICATE
+
+template <element To>
+struct cast : op_base {
+  static constexpr const char* name = "cast";
+  static constexpr int arity = 1;
+  using rule = rules::conversion<To>;
+  template <class T>
+  static T host(T x) { return x; } // the conversion itself happens on the way out
+};
+
+} // namespace kiln::ops
+
+namespace kiln {
+KILN_TERNARY_FUNCTION(where, ops::where)
+KILN_UNARY_FUNCTION(isnan, ops::isnan)
+KILN_UNARY_FUNCTION(isinf, ops::isinf)
+KILN_UNARY_FUNCTION(isfinite, ops::isfinite)
+
+template <element To, class X>
+  requires expression<X>
+auto cast(X&& x) {
+  return make_node<ops::cast<To>>(std::forward<X>(x));
+}
+} // namespace kiln

@@ -1,0 +1,313 @@
+#pragma once
+// tensor<T>: a ref-counted handle to storage + layout + device. Copying a handle shares
+// the storage (views too); assigning to a tensor writes values into its storage, so
+// `a = a * 2 + b` works in place and `t.narrow(0, 1, 2) = e` writes through the view.
+#include "kiln/expr.hpp"
+#include "kiln/layout.hpp"
+#include "kiln/storage.hpp"
+
+#include <exception>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+// Index arguments of tensor::operator(): an integer selects (and drops the dim),
+// range{start, stop, step} slices like numpy, all keeps a dim, newaxis inserts one.
+struct range {
+  std::int64_t start = 0;
+  std::int64_t stop = std::numeric_limits<std::int64_t>::max();
+  std::int64_t step = 1;
+};
+struct all_t {};
+inline constexpr all_t all{};
+struct newaxis_t {};
+inline constexpr newaxis_t newaxis{};
+
+template <class I>
+concept index_arg = std::is_integral_v<std::remove_cvref_t<I>> ||
+                    std::is_same_v<std::remove_cvref_t<I>, range> ||
+                    std::is_same_v<std::remove_cvref_t<I>, all_t> ||
+                    std::is_same_v<std::remove_cvref_t<I>, newaxis_t>;
+
+template <element T, class E>
+class pending_assign;
+
+namespace detail {
+// Defined by the host evaluator (eval/assign.hpp).
+template <element T, class E>
+void assign(const tensor<T>& dst, const E& e);
+template <class E>
+tensor<value_t<E>> evaluate(const E& e);
+template <class E>
+std::vector<value_t<E>> to_vector(const E& e);
+
+// May values of type From be stored into a tensor<To> without an explicit cast?
+template <class From, class To>
+inline constexpr bool assignable = category(dtype_of<From>()) <= category(dtype_of<To>());
+
+template <class From, class To>
+constexpr void check_assignable() {
+  static_assert(assignable<From, To>, "kiln: storing this expression would narrow its type (float "
+                                      "to integer, or number to bool); wrap it in cast<T>()");
+}
+} // namespace detail
+
+template <class Derived>
+struct expression_base {
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+  // Evaluate now into a new tensor.
+  auto eval() const { return detail::evaluate(self()); }
+  kiln::shape shape() const { return shape_of(self()); }
+  auto to_vector() const { return detail::to_vector(self()); }
+  auto item() const { return eval().item(); }
+};
+
+template <element T>
+class tensor {
+public:
+  using value_type = T;
+
+  // An empty handle: no storage. Assigning an expression to it allocates.
+  tensor() = default;
+  tensor(const tensor&) = default;
+  tensor(tensor&&) noexcept = default;
+  ~tensor() = default;
+
+  // Uninitialized storage of the given shape (see kiln::empty).
+  explicit tensor(const kiln::shape& s, const kiln::device& dev = {})
+      : storage_(make_storage(numel(s), dev)), layout_(layout::contiguous(s)) {}
+
+  tensor(std::shared_ptr<kiln::storage> st, kiln::layout l)
+      : storage_(std::move(st)), layout_(std::move(l)) {}
+
+  // Evaluating constructor: `tensor<float> z = expr;` runs one fused pass.
+  template <class E>
+    requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  tensor(const E& e) {
+    detail::check_assignable<value_t<E>, T>();
+    *this = tensor(shape_of(e));
+    detail::assign(*this, e);
+  }
+
+  // Assignment writes values (see the file comment). An empty tensor, or a whole
+  // contiguous tensor whose shape differs, takes new storage of the source's shape.
+  tensor& operator=(const tensor& other) & {
+    if (this == &other) return *this;
+    if (prepare_for(other.shape())) detail::assign(*this, other);
+    return *this;
+  }
+  tensor& operator=(tensor&& other) & {
+    if (!storage_) {
+      storage_ = std::move(other.storage_);
+      layout_ = std::move(other.layout_);
+      return *this;
+    }
+    return *this = static_cast<const tensor&>(other);
+  }
+  // Writing through a temporary view: `t.narrow(0, 1, 2) = other;`
+  tensor& operator=(const tensor& other) && {
+    detail::assign(*this, other);
+    return *this;
+  }
+
+  // Assigning an expression defers the pass to the end of the statement, so that
+  // kiln::eval(r1 = e1, r2 = e2) can fuse several outputs into one pass.
+  template <class E>
+    requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  pending_assign<T, std::remove_cvref_t<E>> operator=(E&& e) & {
+    detail::check_assignable<value_t<E>, T>();
+    prepare_for(shape_of(e));
+    return {*this, std::forward<E>(e)};
+  }
+  template <class E>
+    requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  pending_assign<T, std::remove_cvref_t<E>> operator=(E&& e) && {
+    detail::check_assignable<value_t<E>, T>();
+    return {*this, std::forward<E>(e)};
+  }
+  // Fill with a scalar.
+  template <scalar S>
+  tensor& operator=(S v) {
+    if (!storage_) throw error("assign", "cannot fill an empty tensor", "give it a shape first");
+    detail::assign(*this, scalar_expr<T>(convert<T>(static_cast<scalar_element_t<S>>(v))));
+    return *this;
+  }
+
+  template <class X>
+  tensor& operator+=(const X& x) { return compound(*this + x); }
+  template <class X>
+  tensor& operator-=(const X& x) { return compound(*this - x); }
+  template <class X>
+  tensor& operator*=(const X& x) { return compound(*this * x); }
+  template <class X>
+  tensor& operator/=(const X& x) { return compound(*this / x); }
+
+  // --- what it is
+  bool empty() const noexcept { return !storage_; }
+  const kiln::shape& shape() const noexcept { return layout_.shape; }
+  const kiln::strides& strides() const noexcept { return layout_.strides; }
+  std::int64_t offset() const noexcept { return layout_.offset; }
+  const kiln::layout& layout() const noexcept { return layout_; }
+  int rank() const noexcept { return layout_.rank(); }
+  std::int64_t size() const noexcept { return layout_.size(); }
+  std::int64_t dim(std::int64_t d) const { return layout_.shape[normalize_axis(d, rank(), "dim")]; }
+  static constexpr kiln::dtype dtype() noexcept { return dtype_of<T>(); }
+  kiln::device device() const noexcept { return storage_ ? storage_->device() : kiln::device{}; }
+  bool is_contiguous() const noexcept { return layout_.is_contiguous(); }
+  const std::shared_ptr<kiln::storage>& storage() const noexcept { return storage_; }
+  // The element at the layout's offset; with strides(), addresses every element.
+  T* data() const noexcept {
+    return storage_ ? static_cast<T*>(storage_->data()) + layout_.offset : nullptr;
+  }
+
+  // --- reading (host)
+  T item() const {
+    require_storage("item");
+    if (size() != 1)
+      throw error("item", "tensor is not a scalar",
+                  "shape " + shape().str() + " has " + std::to_string(size()) + " elements");
+    return *data();
+  }
+  std::vector<T> to_vector() const { return detail::to_vector(*this); }
+  // One element by multi-index (bounds-checked).
+  T at(std::initializer_list<std::int64_t> idx) const {
+    require_storage("at");
+    if (static_cast<int>(idx.size()) != rank())
+      throw error("at", "wrong number of indices",
+                  std::to_string(idx.size()) + " for shape " + shape().str());
+    std::int64_t off = 0;
+    int d = 0;
+    for (auto i : idx) {
+      if (i < 0 || i >= layout_.shape[d])
+        throw error("at", "index out of range",
+                    "index " + std::to_string(i) + " on dim " + std::to_string(d) + " of shape " +
+                        shape().str());
+      off += i * layout_.strides[d++];
+    }
+    return data()[off];
+  }
+  tensor eval() const { return *this; }
+
+  // --- views: no copy, writes go to the same storage
+  tensor reshape(const kiln::shape& s) const {
+    auto l = views::try_reshape(layout_, s);
+    if (!l)
+      throw error("reshape", "this layout cannot be viewed with the new shape",
+                  "shape " + shape().str() + " with strides " + strides().str() + " to " +
+                      s.str() + "; call contiguous() first");
+    return view(*l);
+  }
+  tensor transpose() const { return view(views::transpose(layout_)); }
+  tensor permute(std::initializer_list<std::int64_t> perm) const {
+    return view(views::permute(layout_, std::span(perm.begin(), perm.size())));
+  }
+  tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t len) const {
+    return view(views::narrow(layout_, dim, start, len));
+  }
+  tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop,
+               std::int64_t step = 1) const {
+    return view(views::slice(layout_, dim, start, stop, step));
+  }
+  tensor squeeze() const { return view(views::squeeze(layout_)); }
+  tensor squeeze(std::int64_t dim) const { return view(views::squeeze(layout_, dim)); }
+  tensor unsqueeze(std::int64_t dim) const { return view(views::unsqueeze(layout_, dim)); }
+  tensor broadcast_to(const kiln::shape& s) const { return view(views::broadcast_to(layout_, s)); }
+  // t(1, kiln::all, kiln::range{0, 8, 2}, kiln::newaxis)
+  template <index_arg... I>
+  tensor operator()(I... idx) const {
+    kiln::layout l = layout_;
+    int dim = 0;
+    const int given = ((std::is_same_v<I, newaxis_t> ? 0 : 1) + ... + 0);
+    if (given > rank())
+      throw error("index", "too many indices",
+                  std::to_string(given) + " for shape " + shape().str());
+    (apply_index(l, dim, idx), ...);
+    return view(l);
+  }
+
+  // A contiguous tensor with the same values: this one if it already is, else a copy.
+  tensor contiguous() const { return is_contiguous() ? *this : clone(); }
+  // A new contiguous tensor with a copy of the values.
+  tensor clone() const {
+    require_storage("clone");
+    tensor r(shape(), device());
+    detail::assign(r, *this);
+    return r;
+  }
+
+private:
+  static std::shared_ptr<kiln::storage> make_storage(std::int64_t n, const kiln::device& dev) {
+    if (!dev.is_host())
+      throw error("alloc", "device is not available", "device " + dev.str());
+    return std::make_shared<kiln::storage>(dtype_of<T>(), n);
+  }
+  tensor view(kiln::layout l) const { return tensor(storage_, std::move(l)); }
+  void require_storage(const char* op) const {
+    if (!storage_) throw error(op, "tensor is empty", "it has no storage");
+  }
+  // Before writing values of shape s: allocate if empty; re-allocate a whole tensor
+  // whose shape differs (like resizing); a view must already fit, or broadcast to it.
+  // Returns false when this tensor just took s's shape from nothing (nothing to copy).
+  bool prepare_for(const kiln::shape& s) {
+    if (!storage_ || (shape() != s && is_whole())) {
+      storage_ = make_storage(numel(s), device());
+      layout_ = layout::contiguous(s);
+    }
+    return true;
+  }
+  bool is_whole() const noexcept {
+    return layout_.offset == 0 && is_contiguous() && storage_->count() == size();
+  }
+  template <class E>
+  tensor& compound(const E& e) {
+    detail::assign(*this, e);
+    return *this;
+  }
+  template <class I>
+  static void apply_index(kiln::layout& l, int& dim, I idx) {
+    if constexpr (std::is_same_v<I, newaxis_t>) {
+      l = views::unsqueeze(l, dim++);
+    } else if constexpr (std::is_same_v<I, all_t>) {
+      ++dim;
+    } else if constexpr (std::is_same_v<I, range>) {
+      l = views::slice(l, dim++, idx.start, idx.stop, idx.step);
+    } else {
+      l = views::select(l, dim, static_cast<std::int64_t>(idx));
+    }
+  }
+
+  std::shared_ptr<kiln::storage> storage_;
+  kiln::layout layout_;
+};
+
+// The deferred `tensor = expression` (see tensor::operator=): runs at the end of the
+// statement unless kiln::eval took it to fuse with other outputs.
+template <element T, class E>
+class pending_assign {
+public:
+  pending_assign(const tensor<T>& dst, E e) : dst_(dst), expr_(std::move(e)) {}
+  pending_assign(const pending_assign&) = delete;
+  pending_assign& operator=(const pending_assign&) = delete;
+  ~pending_assign() noexcept(false) {
+    // Never throw while another exception unwinds the stack.
+    if (!done_ && std::uncaught_exceptions() == uncaught_) detail::assign(dst_, expr_);
+  }
+  const tensor<T>& target() const noexcept { return dst_; }
+  const E& expr() const noexcept { return expr_; }
+  void mark_done() noexcept { done_ = true; }
+
+private:
+  tensor<T> dst_;
+  E expr_;
+  bool done_ = false;
+  int uncaught_ = std::uncaught_exceptions();
+};
+
+template <class>
+inline constexpr bool is_tensor_v = false;
+template <element T>
+inline constexpr bool is_tensor_v<tensor<T>> = true;
+
+} // namespace kiln
