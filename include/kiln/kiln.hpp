@@ -12,4 +12,5 @@
 #include "kiln/ops/logical.hpp"
 #include "kiln/ops/math.hpp"
 #include "kiln/ops/select.hpp"
+#include "kiln/reduce.hpp"
 #include "kiln/tensor.hpp"

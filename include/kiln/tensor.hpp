@@ -20,7 +20,20 @@ struct range {
   std::int64_t stop = std::numeric_limits<std::int64_t>::max();
   std::int64_t step = 1;
 };
-struct all_t {};
+// Which axes a reduction folds; none given means all of them.
+struct axes {
+  small_dims<std::int64_t> list;
+  bool everything = true;
+  axes() = default;
+  axes(std::int64_t a) : list{a}, everything(false) {}
+  axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
+};
+// `all` keeps a whole dim when indexing; called, it is the all() reduction (reduce.hpp).
+struct all_t {
+  template <class X>
+    requires expression<X>
+  auto operator()(X&& x, kiln::axes over = {}, bool keepdims = false) const;
+};
 inline constexpr all_t all{};
 struct newaxis_t {};
 inline constexpr newaxis_t newaxis{};

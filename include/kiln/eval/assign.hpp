@@ -327,6 +327,8 @@ template <class E>
 tensor<value_t<E>> evaluate(const E& e) {
   if constexpr (is_tensor_v<std::remove_cvref_t<E>>) {
     return e;
+  } else if constexpr (is_tensor_v<std::remove_cvref_t<decltype(materialize(e))>>) {
+    return materialize(e); // a reduction: its result is already a new tensor
   } else {
     tensor<value_t<E>> r(shape_of(e));
     assign(r, e);
