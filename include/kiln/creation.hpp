@@ -71,7 +71,8 @@ tensor<T> arange(double start, double stop, double step = 1, const device& dev =
   const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
   tensor<T> t(shape{n}, dev);
   T* p = t.data();
-  for (std::int64_t i = 0; i < n; ++i) p[i] = convert<T>(start + static_cast<double>(i) * step);
+  for (std::int64_t i = 0; i < n; ++i)
+    p[i] = convert<T>(start + static_cast<double>(i) * step);
   return t;
 }
 template <element T>
@@ -97,7 +98,8 @@ tensor<T> eye(std::int64_t n, std::int64_t m = -1, const device& dev = {}) {
   if (m < 0) m = n;
   if (n < 0) throw error("eye", "negative size", std::to_string(n));
   tensor<T> t = zeros<T>(shape{n, m}, dev);
-  for (std::int64_t i = 0; i < std::min(n, m); ++i) t.data()[i * m + i] = T(1);
+  for (std::int64_t i = 0; i < std::min(n, m); ++i)
+    t.data()[i * m + i] = T(1);
   return t;
 }
 

@@ -23,8 +23,9 @@ public:
   bool is_host() const noexcept { return kind_ == device_kind::host; }
   std::string str() const {
     static constexpr const char* names[] = {"host", "vulkan", "cuda", "metal"};
-    return kind_ == device_kind::host ? "host"
-                                      : names[static_cast<int>(kind_)] + (":" + std::to_string(index_));
+    return kind_ == device_kind::host
+               ? "host"
+               : names[static_cast<int>(kind_)] + (":" + std::to_string(index_));
   }
   friend bool operator==(const device&, const device&) = default;
 
@@ -43,9 +44,12 @@ private:
       index = static_cast<int>(v);
     }
     device_kind k;
-    if (kind == "vulkan") k = device_kind::vulkan;
-    else if (kind == "cuda") k = device_kind::cuda;
-    else if (kind == "metal") k = device_kind::metal;
+    if (kind == "vulkan")
+      k = device_kind::vulkan;
+    else if (kind == "cuda")
+      k = device_kind::cuda;
+    else if (kind == "metal")
+      k = device_kind::metal;
     else
       throw error("device", "unknown device",
                   "\"" + std::string(spec) + "\"; expected host, vulkan:N, cuda:N or metal:N");

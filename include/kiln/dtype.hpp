@@ -31,33 +31,69 @@ concept element = is_element_v<T>;
 
 template <element T>
 constexpr dtype dtype_of() {
-  if constexpr (std::is_same_v<T, bool>) return dtype::b8;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return dtype::u8;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::i32;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return dtype::u32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return dtype::i64;
-  else if constexpr (std::is_same_v<T, half>) return dtype::f16;
-  else if constexpr (std::is_same_v<T, bfloat16>) return dtype::bf16;
-  else if constexpr (std::is_same_v<T, float>) return dtype::f32;
-  else return dtype::f64;
+  if constexpr (std::is_same_v<T, bool>)
+    return dtype::b8;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return dtype::u8;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return dtype::i32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return dtype::u32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return dtype::i64;
+  else if constexpr (std::is_same_v<T, half>)
+    return dtype::f16;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return dtype::bf16;
+  else if constexpr (std::is_same_v<T, float>)
+    return dtype::f32;
+  else
+    return dtype::f64;
 }
 
 template <dtype D>
 struct type_of_dtype;
-template <> struct type_of_dtype<dtype::b8> { using type = bool; };
-template <> struct type_of_dtype<dtype::u8> { using type = std::uint8_t; };
-template <> struct type_of_dtype<dtype::i32> { using type = std::int32_t; };
-template <> struct type_of_dtype<dtype::u32> { using type = std::uint32_t; };
-template <> struct type_of_dtype<dtype::i64> { using type = std::int64_t; };
-template <> struct type_of_dtype<dtype::f16> { using type = half; };
-template <> struct type_of_dtype<dtype::bf16> { using type = bfloat16; };
-template <> struct type_of_dtype<dtype::f32> { using type = float; };
-template <> struct type_of_dtype<dtype::f64> { using type = double; };
+template <>
+struct type_of_dtype<dtype::b8> {
+  using type = bool;
+};
+template <>
+struct type_of_dtype<dtype::u8> {
+  using type = std::uint8_t;
+};
+template <>
+struct type_of_dtype<dtype::i32> {
+  using type = std::int32_t;
+};
+template <>
+struct type_of_dtype<dtype::u32> {
+  using type = std::uint32_t;
+};
+template <>
+struct type_of_dtype<dtype::i64> {
+  using type = std::int64_t;
+};
+template <>
+struct type_of_dtype<dtype::f16> {
+  using type = half;
+};
+template <>
+struct type_of_dtype<dtype::bf16> {
+  using type = bfloat16;
+};
+template <>
+struct type_of_dtype<dtype::f32> {
+  using type = float;
+};
+template <>
+struct type_of_dtype<dtype::f64> {
+  using type = double;
+};
 template <dtype D>
 using type_of_dtype_t = typename type_of_dtype<D>::type;
 
 constexpr std::string_view name(dtype d) {
-  constexpr std::string_view names[] = {"bool", "u8",  "i32", "u32", "i64",
+  constexpr std::string_view names[] = {"bool", "u8",   "i32", "u32", "i64",
                                         "f16",  "bf16", "f32", "f64"};
   return names[static_cast<int>(d)];
 }
@@ -101,11 +137,11 @@ struct scalar_element {
       std::is_same_v<S, bool>, bool,
       std::conditional_t<
           std::is_floating_point_v<S>, std::conditional_t<(sizeof(S) <= 4), float, double>,
-          std::conditional_t<std::is_signed_v<S>,
-                             std::conditional_t<(sizeof(S) <= 4), std::int32_t, std::int64_t>,
-                             std::conditional_t<(sizeof(S) == 1), std::uint8_t,
-                                                std::conditional_t<(sizeof(S) <= 4), std::uint32_t,
-                                                                   std::int64_t>>>>>;
+          std::conditional_t<
+              std::is_signed_v<S>, std::conditional_t<(sizeof(S) <= 4), std::int32_t, std::int64_t>,
+              std::conditional_t<
+                  (sizeof(S) == 1), std::uint8_t,
+                  std::conditional_t<(sizeof(S) <= 4), std::uint32_t, std::int64_t>>>>>;
 };
 template <element S>
 struct scalar_element<S> {
@@ -128,15 +164,18 @@ using float_of_t = std::conditional_t<
 
 // The type host code computes in: 16-bit floats compute in float and round on store.
 template <class T>
-using compute_t = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, float, T>;
+using compute_t =
+    std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, float, T>;
 
 // Convert one element value between kiln types (via float for the 16-bit types). Float
 // to integer saturates and sends NaN to 0, so no conversion is undefined behaviour.
 template <class To, class From>
 constexpr To convert(From v) noexcept {
   using F = compute_t<From>;
-  if constexpr (std::is_same_v<To, From>) return v;
-  else if constexpr (std::is_same_v<To, bool>) return static_cast<F>(v) != F(0);
+  if constexpr (std::is_same_v<To, From>)
+    return v;
+  else if constexpr (std::is_same_v<To, bool>)
+    return static_cast<F>(v) != F(0);
   else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>)
     return To(static_cast<float>(static_cast<F>(v)));
   else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<F>) {
@@ -149,7 +188,8 @@ constexpr To convert(From v) noexcept {
     if (l >= static_cast<long double>(std::numeric_limits<To>::max()))
       return std::numeric_limits<To>::max();
     return static_cast<To>(f);
-  } else return static_cast<To>(static_cast<F>(v));
+  } else
+    return static_cast<To>(static_cast<F>(v));
 }
 
 } // namespace kiln

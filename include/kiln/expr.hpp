@@ -38,8 +38,7 @@ using value_t = typename std::remove_cvref_t<E>::value_type;
 template <class S>
 concept scalar = (std::is_arithmetic_v<std::remove_cvref_t<S>> ||
                   std::is_same_v<std::remove_cvref_t<S>, half> ||
-                  std::is_same_v<std::remove_cvref_t<S>, bfloat16>) &&
-                 !expression<S>;
+                  std::is_same_v<std::remove_cvref_t<S>, bfloat16>)&&!expression<S>;
 
 template <class X>
 concept operand = expression<X> || scalar<X>;

@@ -58,7 +58,7 @@ struct float16_base {
   float16_base(float f) noexcept : bits(ToBits(f)) {}
   explicit float16_base(double d) noexcept : bits(ToBits(static_cast<float>(d))) {}
   template <class I>
-    requires std::is_integral_v<I>
+  requires std::is_integral_v<I>
   explicit float16_base(I i) noexcept : bits(ToBits(static_cast<float>(i))) {}
 
   static float16_base from_bits(std::uint16_t b) noexcept {
@@ -68,9 +68,7 @@ struct float16_base {
   }
   operator float() const noexcept { return FromBits(bits); }
 
-  friend bool operator==(float16_base a, float16_base b) noexcept {
-    return float(a) == float(b);
-  }
+  friend bool operator==(float16_base a, float16_base b) noexcept { return float(a) == float(b); }
   friend auto operator<=>(float16_base a, float16_base b) noexcept { return float(a) <=> float(b); }
 };
 } // namespace detail

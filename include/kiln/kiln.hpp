@@ -12,5 +12,7 @@
 #include "kiln/ops/logical.hpp"
 #include "kiln/ops/math.hpp"
 #include "kiln/ops/select.hpp"
+#include "kiln/print.hpp"
+#include "kiln/random.hpp"
 #include "kiln/reduce.hpp"
 #include "kiln/tensor.hpp"

@@ -17,7 +17,8 @@ struct layout {
 
   static layout contiguous(const kiln::shape& s, std::int64_t offset = 0) {
     layout l{s, kiln::strides(s.size(), 1), offset};
-    for (int i = s.size() - 2; i >= 0; --i) l.strides[i] = l.strides[i + 1] * s[i + 1];
+    for (int i = s.size() - 2; i >= 0; --i)
+      l.strides[i] = l.strides[i + 1] * s[i + 1];
     return l;
   }
   int rank() const noexcept { return shape.size(); }
@@ -49,14 +50,16 @@ struct layout {
 
 namespace views {
 
-inline layout broadcast_to(const layout& l, const kiln::shape& target, const char* op = "broadcast_to") {
+inline layout broadcast_to(const layout& l, const kiln::shape& target,
+                           const char* op = "broadcast_to") {
   if (target.size() < l.rank())
     throw error(op, "cannot broadcast to a lower rank",
                 "shape " + l.shape.str() + " to " + target.str());
   layout r{target, kiln::strides(target.size(), 0), l.offset};
   const int lead = target.size() - l.rank();
   for (int i = 0; i < l.rank(); ++i) {
-    if (l.shape[i] == target[lead + i]) r.strides[lead + i] = l.strides[i];
+    if (l.shape[i] == target[lead + i])
+      r.strides[lead + i] = l.strides[i];
     else if (l.shape[i] != 1)
       throw error(op, "shapes cannot be broadcast together",
                   "shape " + l.shape.str() + " to " + target.str());
@@ -79,7 +82,8 @@ inline layout permute(const layout& l, std::span<const std::int64_t> perm) {
   std::array<bool, max_rank> seen{};
   for (int i = 0; i < l.rank(); ++i) {
     const int a = normalize_axis(perm[i], l.rank(), "permute");
-    if (seen[a]) throw error("permute", "axis repeated in permutation", "axis " + std::to_string(a));
+    if (seen[a])
+      throw error("permute", "axis repeated in permutation", "axis " + std::to_string(a));
     seen[a] = true;
     r.shape[i] = l.shape[a];
     r.strides[i] = l.strides[a];
@@ -221,8 +225,10 @@ inline std::optional<layout> try_reshape(const layout& l, kiln::shape target) {
     int oj = oi, tj = ti;
     std::int64_t po = os[oj++], pt = target[tj++];
     while (po != pt) {
-      if (po < pt) po *= os[oj++];
-      else pt *= target[tj++];
+      if (po < pt)
+        po *= os[oj++];
+      else
+        pt *= target[tj++];
     }
     for (int k = oi; k + 1 < oj; ++k)
       if (ost[k] != ost[k + 1] * os[k + 1]) return std::nullopt; // not contiguous in memory

@@ -26,13 +26,21 @@ struct sum {
   template <class T>
   using result = std::conditional_t<is_floating(dtype_of<T>()), T, std::int64_t>;
   template <class T>
-  static acc_t<T> init() { return 0; }
+  static acc_t<T> init() {
+    return 0;
+  }
   template <class A, class V>
-  static A combine(A a, V v, std::int64_t) { return a + static_cast<A>(v); }
+  static A combine(A a, V v, std::int64_t) {
+    return a + static_cast<A>(v);
+  }
   template <class A>
-  static A merge(A a, A b) { return a + b; }
+  static A merge(A a, A b) {
+    return a + b;
+  }
   template <class R, class A>
-  static R finish(A a, std::int64_t) { return convert<R>(a); }
+  static R finish(A a, std::int64_t) {
+    return convert<R>(a);
+  }
   static constexpr bool has_simd = true;
 };
 
@@ -43,17 +51,25 @@ struct prod {
   template <class T>
   using result = std::conditional_t<is_floating(dtype_of<T>()), T, std::int64_t>;
   template <class T>
-  static acc_t<T> init() { return 1; }
+  static acc_t<T> init() {
+    return 1;
+  }
   template <class A, class V>
   static A combine(A a, V v, std::int64_t) {
     if constexpr (std::is_integral_v<A>) // wraps like numpy, never signed-overflow UB
-      return static_cast<A>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(static_cast<A>(v)));
-    else return a * static_cast<A>(v);
+      return static_cast<A>(static_cast<std::uint64_t>(a) *
+                            static_cast<std::uint64_t>(static_cast<A>(v)));
+    else
+      return a * static_cast<A>(v);
   }
   template <class A>
-  static A merge(A a, A b) { return combine(a, b, 0); }
+  static A merge(A a, A b) {
+    return combine(a, b, 0);
+  }
   template <class R, class A>
-  static R finish(A a, std::int64_t) { return convert<R>(a); }
+  static R finish(A a, std::int64_t) {
+    return convert<R>(a);
+  }
   static constexpr bool has_simd = false;
 };
 
@@ -64,13 +80,21 @@ struct mean {
   template <class T>
   using result = float_of_t<T>;
   template <class T>
-  static double init() { return 0; }
+  static double init() {
+    return 0;
+  }
   template <class A, class V>
-  static A combine(A a, V v, std::int64_t) { return a + static_cast<double>(v); }
+  static A combine(A a, V v, std::int64_t) {
+    return a + static_cast<double>(v);
+  }
   template <class A>
-  static A merge(A a, A b) { return a + b; }
+  static A merge(A a, A b) {
+    return a + b;
+  }
   template <class R, class A>
-  static R finish(A a, std::int64_t n) { return convert<R>(a / static_cast<double>(n)); }
+  static R finish(A a, std::int64_t n) {
+    return convert<R>(a / static_cast<double>(n));
+  }
   static constexpr bool has_simd = true;
 };
 
@@ -87,7 +111,8 @@ struct extremum {
     using C = compute_t<T>;
     if constexpr (std::is_floating_point_v<C>)
       return Max ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
-    else return Max ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
+    else
+      return Max ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
   }
   template <class A, class V>
   static A combine(A a, V v, std::int64_t) {
@@ -97,9 +122,13 @@ struct extremum {
     return (Max ? a < x : x < a) ? x : a;
   }
   template <class A>
-  static A merge(A a, A b) { return combine(a, b, 0); }
+  static A merge(A a, A b) {
+    return combine(a, b, 0);
+  }
   template <class R, class A>
-  static R finish(A a, std::int64_t) { return convert<R>(a); }
+  static R finish(A a, std::int64_t) {
+    return convert<R>(a);
+  }
   static constexpr bool has_simd = false;
 };
 using max = extremum<true>;
@@ -120,7 +149,9 @@ struct arg_extremum {
   template <class T>
   using result = std::int64_t;
   template <class T>
-  static acc_t<T> init() { return {extremum<Max>::template init<T>(), -1}; }
+  static acc_t<T> init() {
+    return {extremum<Max>::template init<T>(), -1};
+  }
   template <class A, class V>
   static A combine(A a, V v, std::int64_t i) {
     const auto x = static_cast<decltype(a.value)>(v);
@@ -138,7 +169,9 @@ struct arg_extremum {
     return combine(a, b.value, b.index);
   }
   template <class R, class A>
-  static R finish(A a, std::int64_t) { return a.index; }
+  static R finish(A a, std::int64_t) {
+    return a.index;
+  }
   static constexpr bool has_simd = false;
 };
 using argmax = arg_extremum<true>;
@@ -152,13 +185,21 @@ struct boolean {
   template <class T>
   using result = bool;
   template <class T>
-  static std::uint8_t init() { return All; }
+  static std::uint8_t init() {
+    return All;
+  }
   template <class A, class V>
-  static A combine(A a, V v, std::int64_t) { return All ? (a && convert<bool>(v)) : (a || convert<bool>(v)); }
+  static A combine(A a, V v, std::int64_t) {
+    return All ? (a && convert<bool>(v)) : (a || convert<bool>(v));
+  }
   template <class A>
-  static A merge(A a, A b) { return All ? a && b : a || b; }
+  static A merge(A a, A b) {
+    return All ? a && b : a || b;
+  }
   template <class R, class A>
-  static R finish(A a, std::int64_t) { return a; }
+  static R finish(A a, std::int64_t) {
+    return a;
+  }
   static constexpr bool has_simd = false;
 };
 using all = boolean<true>;
@@ -192,8 +233,10 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
     const auto m = mask(s.size());
     kiln::shape r;
     for (int d = 0; d < s.size(); ++d)
-      if (!m[d]) r.push_back(s[d]);
-      else if (keepdims) r.push_back(1);
+      if (!m[d])
+        r.push_back(s[d]);
+      else if (keepdims)
+        r.push_back(1);
     return r;
   }
 };
@@ -216,7 +259,8 @@ struct acc_cursor {
   std::int64_t inner = 0;
   void set_row(const std::int64_t* idx, int outer) noexcept {
     std::int64_t off = 0;
-    for (int d = 0; d < outer; ++d) off += idx[d] * st[d];
+    for (int d = 0; d < outer; ++d)
+      off += idx[d] * st[d];
     row = base + off;
   }
 };
@@ -226,7 +270,8 @@ struct index_cursor {
   std::int64_t row = 0, inner = 0;
   void set_row(const std::int64_t* idx, int outer) noexcept {
     row = 0;
-    for (int d = 0; d < outer; ++d) row += idx[d] * st[d];
+    for (int d = 0; d < outer; ++d)
+      row += idx[d] * st[d];
   }
 };
 
@@ -244,11 +289,13 @@ void fold_segment(const Rd& rd, acc_cursor<A>& ac, const index_cursor& ic, std::
       while (j + n <= jend) {
         const std::int64_t stop = std::min(jend, j + block);
         batch<V> s(V(0));
-        for (; j + n <= stop; j += n) s += rd.load(j);
+        for (; j + n <= stop; j += n)
+          s += rd.load(j);
         a += static_cast<A>(xsimd::hadd(s));
       }
     }
-    for (; j < jend; ++j) a = R::combine(a, rd.at(j), ic.row + j * ic.inner);
+    for (; j < jend; ++j)
+      a = R::combine(a, rd.at(j), ic.row + j * ic.inner);
     *ac.row = a;
   } else {
     for (; j < jend; ++j) {
@@ -269,14 +316,16 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
   std::int64_t count = 1; // elements folded into each output
   kiln::shape kept;
   for (int d = 0; d < rank; ++d)
-    if (mask[d]) count *= full[d];
-    else kept.push_back(full[d]);
+    if (mask[d])
+      count *= full[d];
+    else
+      kept.push_back(full[d]);
   const std::int64_t nout = numel(kept), total = numel(full);
-  if (count == 0 && (std::is_same_v<R, reductions::argmax> || std::is_same_v<R, reductions::argmin> ||
-                     std::is_same_v<R, reductions::max> || std::is_same_v<R, reductions::min>))
+  if (count == 0 &&
+      (std::is_same_v<R, reductions::argmax> || std::is_same_v<R, reductions::argmin> ||
+       std::is_same_v<R, reductions::max> || std::is_same_v<R, reductions::min>))
     if (nout > 0)
-      throw error(R::name, "reduction over an empty axis has no identity",
-                  "shape " + full.str());
+      throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
 
   // Operands of the iteration space: accumulator, reduced index, then the leaves.
   iteration_space space;
@@ -310,7 +359,8 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
   const std::int64_t grain = std::max<std::int64_t>(8192, (1 << 17) / cost);
   const int tasks = static_cast<int>(std::clamp<std::int64_t>(total / grain, 1, threads));
   // One accumulator buffer per task, merged in task order (so arg ties keep the first).
-  std::vector<std::vector<A>> accs(tasks, std::vector<A>(static_cast<std::size_t>(nout), R::template init<V>()));
+  std::vector<std::vector<A>> accs(
+      tasks, std::vector<A>(static_cast<std::size_t>(nout), R::template init<V>()));
 
   auto body = [&](int t) {
     auto rd = reader;
@@ -342,15 +392,19 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
       }
     }
   };
-  if (tasks <= 1) body(0);
-  else thread_pool::instance().parallel_for(tasks, body);
+  if (tasks <= 1)
+    body(0);
+  else
+    thread_pool::instance().parallel_for(tasks, body);
 
   // Merge per-task accumulators and write the results through out's layout.
   std::vector<A>& acc0 = accs[0];
   for (int t = 1; t < tasks; ++t)
-    for (std::int64_t i = 0; i < nout; ++i) acc0[i] = R::merge(acc0[i], accs[t][i]);
+    for (std::int64_t i = 0; i < nout; ++i)
+      acc0[i] = R::merge(acc0[i], accs[t][i]);
   Res* base = out.data(); // out is fresh and contiguous, in kept-dims order
-  for (std::int64_t i = 0; i < nout; ++i) base[i] = R::template finish<Res>(acc0[i], count);
+  for (std::int64_t i = 0; i < nout; ++i)
+    base[i] = R::template finish<Res>(acc0[i], count);
 }
 
 } // namespace detail
@@ -367,7 +421,7 @@ auto materialize(const reduce_node<R, E>& n) {
 
 #define KILN_REDUCTION(fn, R)                                                                      \
   template <class X>                                                                               \
-    requires expression<X>                                                                         \
+  requires expression<X>                                                                           \
   auto fn(X&& x, kiln::axes over = {}, bool keepdims = false) {                                    \
     return reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over), keepdims);  \
   }
@@ -383,10 +437,10 @@ KILN_REDUCTION(any, reductions::any)
 
 // kiln::all is both the reduction and the "whole dim" index tag of tensor::operator().
 template <class X>
-  requires expression<X>
+requires expression<X>
 auto all_t::operator()(X&& x, kiln::axes over, bool keepdims) const {
   return reduce_node<reductions::all, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over),
-                                                               keepdims);
+                                                              keepdims);
 }
 
 } // namespace kiln

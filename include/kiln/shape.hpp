@@ -21,10 +21,7 @@ public:
   constexpr small_dims() = default;
   small_dims(std::initializer_list<T> il) { assign(il.begin(), il.end()); }
   template <class It>
-    requires(!std::is_integral_v<It>)
-  small_dims(It first, It last) {
-    assign(first, last);
-  }
+  requires(!std::is_integral_v<It>) small_dims(It first, It last) { assign(first, last); }
   explicit small_dims(int n, T v = T{}) {
     check_rank(n);
     n_ = n;
@@ -49,17 +46,20 @@ public:
   }
   void insert(int pos, T v) {
     check_rank(n_ + 1);
-    for (int i = n_; i > pos; --i) d_[i] = d_[i - 1];
+    for (int i = n_; i > pos; --i)
+      d_[i] = d_[i - 1];
     d_[pos] = v;
     ++n_;
   }
   void erase(int pos) {
-    for (int i = pos; i + 1 < n_; ++i) d_[i] = d_[i + 1];
+    for (int i = pos; i + 1 < n_; ++i)
+      d_[i] = d_[i + 1];
     --n_;
   }
   void resize(int n, T v = T{}) {
     check_rank(n);
-    for (int i = n_; i < n; ++i) d_[i] = v;
+    for (int i = n_; i < n; ++i)
+      d_[i] = v;
     n_ = n;
   }
 
@@ -69,7 +69,8 @@ public:
 
   std::string str() const {
     std::string s = "[";
-    for (int i = 0; i < n_; ++i) s += (i ? ", " : "") + std::to_string(d_[i]);
+    for (int i = 0; i < n_; ++i)
+      s += (i ? ", " : "") + std::to_string(d_[i]);
     return s + "]";
   }
 
@@ -95,7 +96,8 @@ using strides = small_dims<std::int64_t>;
 
 inline std::int64_t numel(const shape& s) noexcept {
   std::int64_t n = 1;
-  for (auto e : s) n *= e;
+  for (auto e : s)
+    n *= e;
   return n;
 }
 

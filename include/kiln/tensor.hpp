@@ -31,7 +31,7 @@ struct axes {
 // `all` keeps a whole dim when indexing; called, it is the all() reduction (reduce.hpp).
 struct all_t {
   template <class X>
-    requires expression<X>
+  requires expression<X>
   auto operator()(X&& x, kiln::axes over = {}, bool keepdims = false) const;
 };
 inline constexpr all_t all{};
@@ -39,10 +39,10 @@ struct newaxis_t {};
 inline constexpr newaxis_t newaxis{};
 
 template <class I>
-concept index_arg = std::is_integral_v<std::remove_cvref_t<I>> ||
-                    std::is_same_v<std::remove_cvref_t<I>, range> ||
-                    std::is_same_v<std::remove_cvref_t<I>, all_t> ||
-                    std::is_same_v<std::remove_cvref_t<I>, newaxis_t>;
+concept index_arg =
+    std::is_integral_v<std::remove_cvref_t<I>> || std::is_same_v<std::remove_cvref_t<I>, range> ||
+    std::is_same_v<std::remove_cvref_t<I>, all_t> ||
+    std::is_same_v<std::remove_cvref_t<I>, newaxis_t>;
 
 template <element T, class E>
 class pending_assign;
@@ -97,8 +97,7 @@ public:
 
   // Evaluating constructor: `tensor<float> z = expr;` runs one fused pass.
   template <class E>
-    requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  tensor(const E& e) {
+  requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>) tensor(const E& e) {
     detail::check_assignable<value_t<E>, T>();
     *this = tensor(shape_of(e));
     detail::assign(*this, e);
@@ -128,15 +127,17 @@ public:
   // Assigning an expression defers the pass to the end of the statement, so that
   // kiln::eval(r1 = e1, r2 = e2) can fuse several outputs into one pass.
   template <class E>
-    requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  pending_assign<T, std::remove_cvref_t<E>> operator=(E&& e) & {
+  requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
+      pending_assign<T, std::remove_cvref_t<E>>
+  operator=(E&& e) & {
     detail::check_assignable<value_t<E>, T>();
     prepare_for(shape_of(e));
     return {*this, std::forward<E>(e)};
   }
   template <class E>
-    requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  pending_assign<T, std::remove_cvref_t<E>> operator=(E&& e) && {
+  requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>)
+      pending_assign<T, std::remove_cvref_t<E>>
+  operator=(E&& e) && {
     detail::check_assignable<value_t<E>, T>();
     return {*this, std::forward<E>(e)};
   }
@@ -149,13 +150,21 @@ public:
   }
 
   template <class X>
-  tensor& operator+=(const X& x) { return compound(*this + x); }
+  tensor& operator+=(const X& x) {
+    return compound(*this + x);
+  }
   template <class X>
-  tensor& operator-=(const X& x) { return compound(*this - x); }
+  tensor& operator-=(const X& x) {
+    return compound(*this - x);
+  }
   template <class X>
-  tensor& operator*=(const X& x) { return compound(*this * x); }
+  tensor& operator*=(const X& x) {
+    return compound(*this * x);
+  }
   template <class X>
-  tensor& operator/=(const X& x) { return compound(*this / x); }
+  tensor& operator/=(const X& x) {
+    return compound(*this / x);
+  }
 
   // --- what it is
   bool empty() const noexcept { return !storage_; }
@@ -208,8 +217,8 @@ public:
     auto l = views::try_reshape(layout_, s);
     if (!l)
       throw error("reshape", "this layout cannot be viewed with the new shape",
-                  "shape " + shape().str() + " with strides " + strides().str() + " to " +
-                      s.str() + "; call contiguous() first");
+                  "shape " + shape().str() + " with strides " + strides().str() + " to " + s.str() +
+                      "; call contiguous() first");
     return view(*l);
   }
   tensor transpose() const { return view(views::transpose(layout_)); }
@@ -252,8 +261,7 @@ public:
 
 private:
   static std::shared_ptr<kiln::storage> make_storage(std::int64_t n, const kiln::device& dev) {
-    if (!dev.is_host())
-      throw error("alloc", "device is not available", "device " + dev.str());
+    if (!dev.is_host()) throw error("alloc", "device is not available", "device " + dev.str());
     return std::make_shared<kiln::storage>(dtype_of<T>(), n);
   }
   tensor view(kiln::layout l) const { return tensor(storage_, std::move(l)); }

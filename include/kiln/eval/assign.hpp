@@ -47,7 +47,8 @@ struct leaf_writer {
   std::int64_t inner = 0;
   void set_row(const std::int64_t* idx, int outer) noexcept {
     std::int64_t off = 0;
-    for (int d = 0; d < outer; ++d) off += idx[d] * st[d];
+    for (int d = 0; d < outer; ++d)
+      off += idx[d] * st[d];
     row = base + off;
   }
   template <class V>
@@ -62,7 +63,8 @@ struct leaf_writer {
     } else {
       alignas(64) D tmp[batch<D>::size];
       d.store_aligned(tmp);
-      for (std::size_t k = 0; k < batch<D>::size; ++k) row[(j + std::int64_t(k)) * inner] = tmp[k];
+      for (std::size_t k = 0; k < batch<D>::size; ++k)
+        row[(j + std::int64_t(k)) * inner] = tmp[k];
     }
   }
 };
@@ -98,18 +100,22 @@ struct iteration_space {
       if (full[d] == 1) continue;
       const int k = ext.size();
       ext.push_back(full[d]);
-      for (std::size_t o = 0; o < n; ++o) out[o][k] = strides[o][d];
+      for (std::size_t o = 0; o < n; ++o)
+        out[o][k] = strides[o][d];
       bool join = k > 0;
-      for (std::size_t o = 0; o < n && join; ++o) join = out[o][k - 1] == out[o][k] * full[d];
+      for (std::size_t o = 0; o < n && join; ++o)
+        join = out[o][k - 1] == out[o][k] * full[d];
       if (join) { // dim k continues dim k-1 in every operand: fold it in
         ext[k - 1] *= full[d];
-        for (std::size_t o = 0; o < n; ++o) out[o][k - 1] = out[o][k];
+        for (std::size_t o = 0; o < n; ++o)
+          out[o][k - 1] = out[o][k];
         ext.resize(k);
       }
     }
     if (ext.empty()) {
       ext.push_back(1);
-      for (auto& st : out) st[0] = 0;
+      for (auto& st : out)
+        st[0] = 0;
     }
     extents = ext;
     strides = std::move(out);
@@ -127,9 +133,11 @@ public:
     if (total == 0) return;
     iteration_space space;
     std::apply([&](const auto&... o) { (space.add(o.dst.layout(), shape), ...); }, outs_);
-    std::apply([&](const auto&... o) {
-      (for_each_leaf(*o.expr, [&](const auto& t) { space.add(t.layout(), shape); }), ...);
-    }, outs_);
+    std::apply(
+        [&](const auto&... o) {
+          (for_each_leaf(*o.expr, [&](const auto& t) { space.add(t.layout(), shape); }), ...);
+        },
+        outs_);
     space.merge(shape);
     const int rank = space.extents.size();
     const std::int64_t inner = space.extents[rank - 1];
@@ -145,20 +153,25 @@ public:
     std::apply([&](auto&... r) { (set_inner(r, rank - 1), ...); }, readers);
 
     // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
-    constexpr int cost = (node_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...);
+    constexpr int cost =
+        (node_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...);
     const std::int64_t grain = std::max<std::int64_t>(4096, (1 << 17) / cost);
     const int threads = num_threads();
-    const int tasks = static_cast<int>(std::min<std::int64_t>(threads, (total + grain - 1) / grain));
+    const int tasks =
+        static_cast<int>(std::min<std::int64_t>(threads, (total + grain - 1) / grain));
     auto body = [&](int t) {
       auto w = writers;
       auto r = readers;
       constexpr std::int64_t align = 64;
-      std::int64_t lo = total * t / tasks / align * align, hi = total * (t + 1) / tasks / align * align;
+      std::int64_t lo = total * t / tasks / align * align,
+                   hi = total * (t + 1) / tasks / align * align;
       if (t == tasks - 1) hi = total;
       run_range(w, r, space.extents, lo, hi, inner);
     };
-    if (tasks <= 1) body(0);
-    else thread_pool::instance().parallel_for(tasks, body);
+    if (tasks <= 1)
+      body(0);
+    else
+      thread_pool::instance().parallel_for(tasks, body);
   }
 
 private:
@@ -205,8 +218,8 @@ private:
   static void segment(W& w, R& r, std::int64_t j, std::int64_t jend, std::index_sequence<I...>) {
     constexpr std::size_t lb = all_lanes();
     if constexpr (lb != 0 && (simd_dst<I>() && ...)) {
-      constexpr std::int64_t n = static_cast<std::int64_t>(
-          batch<typename std::tuple_element_t<0, R>::value_type>::size);
+      constexpr std::int64_t n =
+          static_cast<std::int64_t>(batch<typename std::tuple_element_t<0, R>::value_type>::size);
       for (; j + n <= jend; j += n) {
         // All values of a position are computed before any is stored, so an output
         // that is also an input (same layout) is read before it is overwritten.
@@ -305,7 +318,8 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
     pass(std::get<I>(outs)...).run();
     return;
   }
-  using tmp_tuple = std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
+  using tmp_tuple =
+      std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
   tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(s)...};
   pass(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
                    typename std::tuple_element_t<I, Tup>::expr_type>{std::get<I>(tmps),
@@ -350,8 +364,8 @@ std::vector<value_t<E>> to_vector(const E& e) {
 namespace detail {
 template <class Ms, std::size_t... I, element... D, class... E>
 void eval_with(const Ms& ms, std::index_sequence<I...> seq, pending_assign<D, E>&... p) {
-  const auto outs = std::make_tuple(
-      pass_output<D, std::tuple_element_t<I, Ms>>{p.target(), &std::get<I>(ms)}...);
+  const auto outs =
+      std::make_tuple(pass_output<D, std::tuple_element_t<I, Ms>>{p.target(), &std::get<I>(ms)}...);
   run_outputs(outs, seq);
 }
 } // namespace detail

@@ -18,16 +18,17 @@ template <class T>
 using batch = xsimd::batch<T, arch>;
 
 template <class T>
-inline constexpr bool simd_element = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                     std::is_same_v<T, std::int32_t> ||
-                                     std::is_same_v<T, std::uint32_t> ||
-                                     std::is_same_v<T, std::int64_t>;
+inline constexpr bool simd_element =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::int64_t>;
 
 // Convert a batch between types of one size (so lanes line up).
 template <class To, class From>
 batch<To> batch_convert(const batch<From>& b) {
-  if constexpr (std::is_same_v<To, From>) return b;
-  else return xsimd::batch_cast<To>(b);
+  if constexpr (std::is_same_v<To, From>)
+    return b;
+  else
+    return xsimd::batch_cast<To>(b);
 }
 
 // --- lane_bytes<E>: the element size every type in E's tree shares when the whole
@@ -51,8 +52,7 @@ struct lane_bytes_of<expr_node<Op, C...>> {
   static constexpr bool operands_ok(std::index_sequence<I...>) {
     return ((simd_element<typename Op::rule::template operand<I, value_t<C>...>> &&
              sizeof(typename Op::rule::template operand<I, value_t<C>...>) == sizeof(R) &&
-             Op::template simd_for<typename Op::rule::template operand<I, value_t<C>...>>) &&
-            ...);
+             Op::template simd_for<typename Op::rule::template operand<I, value_t<C>...>>)&&...);
   }
   static constexpr std::size_t value =
       (simd_element<R> && ((lane_bytes_of<C>::value == sizeof(R)) && ...) &&
@@ -74,7 +74,8 @@ struct leaf_reader {
 
   void set_row(const std::int64_t* idx, int outer) noexcept {
     std::int64_t off = 0;
-    for (int d = 0; d < outer; ++d) off += idx[d] * st[d];
+    for (int d = 0; d < outer; ++d)
+      off += idx[d] * st[d];
     row = base + off;
   }
   T at(std::int64_t j) const noexcept { return row[j * inner]; }
@@ -82,7 +83,8 @@ struct leaf_reader {
     if (inner == 1) return batch<T>::load_unaligned(row + j);
     if (inner == 0) return batch<T>(row[0]);
     alignas(64) T tmp[batch<T>::size];
-    for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = row[(j + std::int64_t(k)) * inner];
+    for (std::size_t k = 0; k < batch<T>::size; ++k)
+      tmp[k] = row[(j + std::int64_t(k)) * inner];
     return batch<T>::load_aligned(tmp);
   }
 };

@@ -34,7 +34,8 @@ public:
   void parallel_for(int tasks, F&& fn) {
     const int n = std::min(tasks, threads());
     if (n <= 1 || in_worker() || !busy_.try_lock()) {
-      for (int t = 0; t < tasks; ++t) fn(t);
+      for (int t = 0; t < tasks; ++t)
+        fn(t);
       return;
     }
     std::lock_guard<std::mutex> own(busy_, std::adopt_lock);
@@ -61,7 +62,8 @@ public:
       stop_ = true;
     }
     cv_.notify_all();
-    for (auto& w : workers_) w.join();
+    for (auto& w : workers_)
+      w.join();
   }
 
 private:
@@ -74,7 +76,8 @@ private:
   }
 
   explicit thread_pool(int n) : active_(n) {
-    for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this, i] { work(i); });
+    for (int i = 0; i + 1 < n; ++i)
+      workers_.emplace_back([this, i] { work(i); });
   }
 
   static bool& in_worker() {
@@ -83,7 +86,8 @@ private:
   }
 
   void drain() {
-    for (int t; (t = next_.fetch_add(1)) < tasks_;) (*job_)(t);
+    for (int t; (t = next_.fetch_add(1)) < tasks_;)
+      (*job_)(t);
   }
 
   void work(int index) {

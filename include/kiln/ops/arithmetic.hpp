@@ -26,12 +26,15 @@ struct add : op_base {
   static T host(T a, T b) {
     if constexpr (std::is_integral_v<T>) // wraps, never signed-overflow UB
       return static_cast<T>(detail::unsigned_of<T>(a) + detail::unsigned_of<T>(b));
-    else return static_cast<T>(a + b);
+    else
+      return static_cast<T>(a + b);
   }
   template <class T>
   static constexpr bool simd_for = simd_number<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a + b; }
+  static B simd(const B& a, const B& b) {
+    return a + b;
+  }
 };
 
 struct sub : op_base {
@@ -42,12 +45,15 @@ struct sub : op_base {
   static T host(T a, T b) {
     if constexpr (std::is_integral_v<T>) // wraps, never signed-overflow UB
       return static_cast<T>(detail::unsigned_of<T>(a) - detail::unsigned_of<T>(b));
-    else return static_cast<T>(a - b);
+    else
+      return static_cast<T>(a - b);
   }
   template <class T>
   static constexpr bool simd_for = simd_number<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a - b; }
+  static B simd(const B& a, const B& b) {
+    return a - b;
+  }
 };
 
 struct mul : op_base {
@@ -58,12 +64,15 @@ struct mul : op_base {
   static T host(T a, T b) {
     if constexpr (std::is_integral_v<T>) // wraps, never signed-overflow UB
       return static_cast<T>(detail::unsigned_of<T>(a) * detail::unsigned_of<T>(b));
-    else return static_cast<T>(a * b);
+    else
+      return static_cast<T>(a * b);
   }
   template <class T>
   static constexpr bool simd_for = simd_number<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a * b; }
+  static B simd(const B& a, const B& b) {
+    return a * b;
+  }
 };
 
 struct div : op_base {
@@ -82,7 +91,9 @@ struct div : op_base {
   template <class T>
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a / b; }
+  static B simd(const B& a, const B& b) {
+    return a / b;
+  }
 };
 
 struct mod : op_base {
@@ -103,7 +114,9 @@ struct mod : op_base {
   template <class T>
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return xsimd::fmod(a, b); }
+  static B simd(const B& a, const B& b) {
+    return xsimd::fmod(a, b);
+  }
 };
 
 struct neg : op_base {
@@ -114,12 +127,15 @@ struct neg : op_base {
   static T host(T a) {
     if constexpr (std::is_integral_v<T>) // wraps like unsigned arithmetic, never UB
       return static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));
-    else return -a;
+    else
+      return -a;
   }
   template <class T>
   static constexpr bool simd_for = detail::is_simd_float<T> || std::is_same_v<T, std::int32_t>;
   template <class B>
-  static B simd(const B& a) { return -a; }
+  static B simd(const B& a) {
+    return -a;
+  }
 };
 
 struct abs : op_base {
@@ -128,14 +144,19 @@ struct abs : op_base {
   using rule = rules::arithmetic;
   template <class T>
   static T host(T a) {
-    if constexpr (std::is_unsigned_v<T>) return a;
-    else if constexpr (std::is_integral_v<T>) return a < 0 ? neg::host(a) : a;
-    else return std::fabs(a);
+    if constexpr (std::is_unsigned_v<T>)
+      return a;
+    else if constexpr (std::is_integral_v<T>)
+      return a < 0 ? neg::host(a) : a;
+    else
+      return std::fabs(a);
   }
   template <class T>
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
-  static B simd(const B& a) { return xsimd::abs(a); }
+  static B simd(const B& a) {
+    return xsimd::abs(a);
+  }
 };
 
 struct sign : op_base {
@@ -173,7 +194,8 @@ struct maximum : op_base {
   static B simd(const B& a, const B& b) {
     if constexpr (std::is_floating_point_v<typename B::value_type>)
       return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, xsimd::max(a, b));
-    else return xsimd::max(a, b);
+    else
+      return xsimd::max(a, b);
   }
 };
 
@@ -193,7 +215,8 @@ struct minimum : op_base {
   static B simd(const B& a, const B& b) {
     if constexpr (std::is_floating_point_v<typename B::value_type>)
       return xsimd::select(xsimd::isnan(a) || xsimd::isnan(b), a + b, xsimd::min(a, b));
-    else return xsimd::min(a, b);
+    else
+      return xsimd::min(a, b);
   }
 };
 
@@ -202,7 +225,9 @@ struct clamp : op_base {
   static constexpr int arity = 3;
   using rule = rules::arithmetic;
   template <class T>
-  static T host(T x, T lo, T hi) { return minimum::host(maximum::host(x, lo), hi); }
+  static T host(T x, T lo, T hi) {
+    return minimum::host(maximum::host(x, lo), hi);
+  }
   template <class T>
   static constexpr bool simd_for = simd_number<T>;
   template <class B>

@@ -22,22 +22,20 @@ concept any_expression = (expression<X> || ...);
 template <class T>
 inline constexpr bool is_simd_float = std::is_same_v<T, float> || std::is_same_v<T, double>;
 template <class T>
-inline constexpr bool is_simd_int = std::is_same_v<T, std::int32_t> ||
-                                    std::is_same_v<T, std::uint32_t> ||
-                                    std::is_same_v<T, std::int64_t>;
+inline constexpr bool is_simd_int =
+    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::uint32_t> ||
+    std::is_same_v<T, std::int64_t>;
 
 } // namespace kiln::detail
 
 #define KILN_UNARY_FUNCTION(fn, Op)                                                                \
   template <class X>                                                                               \
-    requires ::kiln::detail::any_expression<X>                                                     \
-  auto fn(X&& x) {                                                                                 \
-    return ::kiln::make_node<Op>(std::forward<X>(x));                                              \
-  }
+  requires ::kiln::detail::any_expression<X>                                                       \
+  auto fn(X&& x) { return ::kiln::make_node<Op>(std::forward<X>(x)); }
 
 #define KILN_BINARY_FUNCTION(fn, Op)                                                               \
   template <class X, class Y>                                                                      \
-    requires ::kiln::detail::any_expression<X, Y>                                                  \
+  requires ::kiln::detail::any_expression<X, Y>                                                    \
   auto fn(X&& x, Y&& y) {                                                                          \
     ::kiln::detail::check_operands<X, Y>();                                                        \
     return ::kiln::make_node<Op>(std::forward<X>(x), std::forward<Y>(y));                          \
@@ -45,7 +43,7 @@ inline constexpr bool is_simd_int = std::is_same_v<T, std::int32_t> ||
 
 #define KILN_TERNARY_FUNCTION(fn, Op)                                                              \
   template <class X, class Y, class Z>                                                             \
-    requires ::kiln::detail::any_expression<X, Y, Z>                                               \
+  requires ::kiln::detail::any_expression<X, Y, Z>                                                 \
   auto fn(X&& x, Y&& y, Z&& z) {                                                                   \
     ::kiln::detail::check_operands<X, Y, Z>();                                                     \
     return ::kiln::make_node<Op>(std::forward<X>(x), std::forward<Y>(y), std::forward<Z>(z));      \

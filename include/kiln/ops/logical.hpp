@@ -36,33 +36,45 @@ struct bit_and : op_base {
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
-  static T host(T a, T b) { return static_cast<T>(a & b); }
+  static T host(T a, T b) {
+    return static_cast<T>(a & b);
+  }
   template <class T>
   static constexpr bool simd_for = detail::is_simd_int<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a & b; }
+  static B simd(const B& a, const B& b) {
+    return a & b;
+  }
 };
 struct bit_or : op_base {
   static constexpr const char* name = "bit_or";
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
-  static T host(T a, T b) { return static_cast<T>(a | b); }
+  static T host(T a, T b) {
+    return static_cast<T>(a | b);
+  }
   template <class T>
   static constexpr bool simd_for = detail::is_simd_int<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a | b; }
+  static B simd(const B& a, const B& b) {
+    return a | b;
+  }
 };
 struct bit_xor : op_base {
   static constexpr const char* name = "bit_xor";
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
-  static T host(T a, T b) { return static_cast<T>(a ^ b); }
+  static T host(T a, T b) {
+    return static_cast<T>(a ^ b);
+  }
   template <class T>
   static constexpr bool simd_for = detail::is_simd_int<T>;
   template <class B>
-  static B simd(const B& a, const B& b) { return a ^ b; }
+  static B simd(const B& a, const B& b) {
+    return a ^ b;
+  }
 };
 struct bit_not : op_base {
   static constexpr const char* name = "bit_not";
@@ -70,13 +82,17 @@ struct bit_not : op_base {
   using rule = rules::bitwise;
   template <class T>
   static T host(T a) {
-    if constexpr (std::is_same_v<T, bool>) return !a; // ~ on bool is logical not, as in numpy
-    else return static_cast<T>(~a);
+    if constexpr (std::is_same_v<T, bool>)
+      return !a; // ~ on bool is logical not, as in numpy
+    else
+      return static_cast<T>(~a);
   }
   template <class T>
   static constexpr bool simd_for = detail::is_simd_int<T>;
   template <class B>
-  static B simd(const B& a) { return ~a; }
+  static B simd(const B& a) {
+    return ~a;
+  }
 };
 
 } // namespace kiln::ops

@@ -82,8 +82,10 @@ KILN_FLOAT_BINARY(fmod, std::fmod(x, y), xsimd::fmod(x, y))
     using rule = rules::rounding;                                                                  \
     template <class T>                                                                             \
     static T host(T x) {                                                                           \
-      if constexpr (std::is_integral_v<T>) return x;                                               \
-      else return host_expr;                                                                       \
+      if constexpr (std::is_integral_v<T>)                                                         \
+        return x;                                                                                  \
+      else                                                                                         \
+        return host_expr;                                                                          \
     }                                                                                              \
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \

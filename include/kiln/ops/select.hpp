@@ -10,7 +10,9 @@ struct where : op_base {
   static constexpr int arity = 3;
   using rule = rules::select;
   template <class T>
-  static T host(bool c, T a, T b) { return c ? a : b; }
+  static T host(bool c, T a, T b) {
+    return c ? a : b;
+  }
 };
 
 #define KILN_PREDICATE(Name, float_expr, int_value)                                                \
@@ -20,8 +22,10 @@ struct where : op_base {
     using rule = rules::predicate;                                                                 \
     template <class T>                                                                             \
     static bool host(T x) {                                                                        \
-      if constexpr (std::is_floating_point_v<T>) return float_expr;                                \
-      else return int_value;                                                                       \
+      if constexpr (std::is_floating_point_v<T>)                                                   \
+        return float_expr;                                                                         \
+      else                                                                                         \
+        return int_value;                                                                          \
     }                                                                                              \
   };
 KILN_PREDICATE(isnan, std::isnan(x), false)
@@ -35,7 +39,9 @@ struct cast : op_base {
   static constexpr int arity = 1;
   using rule = rules::conversion<To>;
   template <class T>
-  static T host(T x) { return x; } // the conversion itself happens on the way out
+  static T host(T x) {
+    return x;
+  } // the conversion itself happens on the way out
 };
 
 } // namespace kiln::ops
@@ -47,8 +53,6 @@ KILN_UNARY_FUNCTION(isinf, ops::isinf)
 KILN_UNARY_FUNCTION(isfinite, ops::isfinite)
 
 template <element To, class X>
-  requires expression<X>
-auto cast(X&& x) {
-  return make_node<ops::cast<To>>(std::forward<X>(x));
-}
+requires expression<X>
+auto cast(X&& x) { return make_node<ops::cast<To>>(std::forward<X>(x)); }
 } // namespace kiln
