@@ -392,10 +392,13 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
       }
     }
   };
-  if (tasks <= 1)
+  if (total == 0) {
+    // Nothing to fold: every output keeps the identity.
+  } else if (tasks <= 1) {
     body(0);
-  else
+  } else {
     thread_pool::instance().parallel_for(tasks, body);
+  }
 
   // Merge per-task accumulators and write the results through out's layout.
   std::vector<A>& acc0 = accs[0];
