@@ -92,7 +92,7 @@ std::ostream& operator<<(std::ostream& os, const tensor<T>& t) {
   if constexpr (is_floating(dtype_of<T>()))
     for (T v : vals) {
       const double d = static_cast<double>(static_cast<compute_t<T>>(v));
-      integral = integral && std::isfinite(d) && d == std::floor(d);
+      integral = integral && (!std::isfinite(d) || d == std::floor(d)); // as numpy
     }
   std::vector<std::string> cells;
   std::size_t width = 0;
