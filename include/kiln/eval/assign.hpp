@@ -149,7 +149,7 @@ public:
         [&](const auto&... o) { return std::make_tuple(make_writer(o.dst, next)...); }, outs_);
     auto readers = std::apply(
         [&](const auto&... o) { return std::tuple{make_reader(*o.expr, next)...}; }, outs_);
-    std::apply([&](auto&... w) { (void)((w.inner = w.st[rank - 1]), ...); }, writers);
+    std::apply([&](auto&... w) { ((w.inner = w.st[rank - 1]), ...); }, writers);
     std::apply([&](auto&... r) { (set_inner(r, rank - 1), ...); }, readers);
 
     // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
@@ -262,7 +262,8 @@ void check_target(const tensor<D>& dst, const E& e, const char* op) {
 template <element D, class E>
 bool overlaps_differently(const tensor<D>& dst, const E& e) {
   bool bad = false;
-  const auto [lo, hi] = dst.layout().extent();
+  const auto range = dst.layout().extent(); // not a structured binding: clang 14 cannot capture one
+  const std::int64_t lo = range.first, hi = range.second;
   for_each_leaf(e, [&](const auto& t) {
     if (bad || t.storage() != dst.storage()) return;
     const layout tl = views::broadcast_to(t.layout(), dst.shape(), "assign");
@@ -295,9 +296,8 @@ bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
     if (static_cast<const void*>(&o) == static_cast<const void*>(&other) ||
         o.dst.storage() != other.dst.storage())
       return false;
-    const auto [a, b] = o.dst.layout().extent();
-    const auto [c, d] = other.dst.layout().extent();
-    return a < d && c < b;
+    const auto x = o.dst.layout().extent(), y = other.dst.layout().extent();
+    return x.first < y.second && y.first < x.second;
   };
   return ((overlaps_differently(o.dst, *std::get<J>(outs).expr) ||
            targets_overlap(std::get<J>(outs))) ||
