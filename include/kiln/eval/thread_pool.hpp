@@ -39,6 +39,7 @@ public:
       return;
     }
     std::lock_guard<std::mutex> own(busy_, std::adopt_lock);
+    parallel_passes_.fetch_add(1, std::memory_order_relaxed);
     const std::function<void(int)> job = std::ref(fn);
     {
       std::lock_guard<std::mutex> lk(m_);
@@ -66,15 +67,20 @@ public:
       w.join();
   }
 
-private:
+  // Passes that woke workers since start (small passes run on the caller and don't count).
+  std::uint64_t parallel_passes() const noexcept { return parallel_passes_.load(); }
+
+  // KILN_NUM_THREADS if it is a positive integer, else the hardware's thread count.
   static int default_threads() {
     if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-      const int n = std::atoi(env);
-      if (n >= 1) return n;
+      char* end = nullptr;
+      const long n = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
     }
-    return std::max(1u, std::thread::hardware_concurrency());
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
+private:
   explicit thread_pool(int n) : active_(n) {
     for (int i = 0; i + 1 < n; ++i)
       workers_.emplace_back([this, i] { work(i); });
@@ -114,6 +120,7 @@ private:
   const std::function<void(int)>* job_ = nullptr;
   int tasks_ = 0, helpers_ = 0, running_ = 0;
   std::atomic<int> next_{0};
+  std::atomic<std::uint64_t> parallel_passes_{0};
   std::uint64_t generation_ = 0;
   bool stop_ = false;
 };

@@ -1,0 +1,88 @@
+// The host thread pool: persistent (no thread per evaluation), small passes stay on the
+// calling thread, KILN_NUM_THREADS is honoured, results do not depend on the thread
+// count, and evaluations from several user threads at once stay correct.
+#include <kiln/kiln.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+int os_threads() { // this process's thread count, from the kernel
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+} // namespace
+
+TEST_CASE("KILN_NUM_THREADS sets the pool size; junk is ignored", "[threads]") {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ::setenv("KILN_NUM_THREADS", "3", 1);
+  CHECK(kiln::thread_pool::default_threads() == 3);
+  ::setenv("KILN_NUM_THREADS", "1", 1);
+  CHECK(kiln::thread_pool::default_threads() == 1);
+  for (const char* junk : {"0", "-2", "two", "4x", ""}) {
+    ::setenv("KILN_NUM_THREADS", junk, 1);
+    CHECK(kiln::thread_pool::default_threads() == hw);
+  }
+  ::unsetenv("KILN_NUM_THREADS");
+  CHECK(kiln::thread_pool::default_threads() == hw);
+}
+
+TEST_CASE("evaluations create no threads, and small ones wake no worker", "[threads]") {
+  kiln::set_num_threads(2);
+  const auto a = kiln::random::uniform<float>({1 << 20}, Catch::rngSeed());
+  kiln::tensor<float> r = kiln::exp(a) + a; // starts the pool
+  const int before = os_threads();
+  for (int i = 0; i < 200; ++i)
+    r = kiln::sin(a) * 2.0f + a;
+  CHECK(os_threads() == before);
+
+  auto& pool = kiln::thread_pool::instance();
+  const auto small = kiln::random::uniform<float>({1000}, Catch::rngSeed());
+  kiln::tensor<float> s = small * 2.0f;
+  std::uint64_t passes = pool.parallel_passes();
+  for (int i = 0; i < 50; ++i)
+    s = small * 3.0f + 1.0f;
+  CHECK(pool.parallel_passes() == passes);
+  if (kiln::num_threads() > 1) {
+    r = a * 2.0f;
+    CHECK(pool.parallel_passes() > passes);
+  }
+}
+
+TEST_CASE("results do not depend on the thread count", "[threads]") {
+  const auto a = kiln::random::normal<float>({1000, 777}, Catch::rngSeed());
+  kiln::set_num_threads(1);
+  kiln::tensor<float> one = kiln::tanh(a.transpose()) * 3.0f + kiln::erf(a.transpose());
+  const auto s1 = kiln::sum(a * a, 1).to_vector();
+  kiln::set_num_threads(2);
+  kiln::tensor<float> two = kiln::tanh(a.transpose()) * 3.0f + kiln::erf(a.transpose());
+  const auto s2 = kiln::sum(a * a, 1).to_vector();
+  CHECK(one.to_vector() == two.to_vector());
+  CHECK(s1 == s2);
+}
+
+TEST_CASE("several user threads evaluate at once", "[threads]") {
+  kiln::set_num_threads(2);
+  const auto a = kiln::random::uniform<double>({300000}, Catch::rngSeed());
+  const auto expect = kiln::tensor<double>(kiln::sqrt(a) * 2.0 + 1.0).to_vector();
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> users;
+  for (int u = 0; u < 4; ++u)
+    users.emplace_back([&, u] {
+      bool good = true;
+      for (int i = 0; i < 20; ++i) {
+        kiln::tensor<double> r = kiln::sqrt(a) * 2.0 + 1.0;
+        good = good && r.to_vector() == expect;
+      }
+      ok[u] = good;
+    });
+  for (auto& t : users)
+    t.join();
+  CHECK(ok == std::vector<int>(4, 1));
+}
