@@ -19,13 +19,14 @@ namespace kiln {
 
 namespace hana = boost::hana;
 
-template <element T>
+// Unconstrained so that a bad element type gets one sentence (tensor.hpp), not a concept dump.
+template <class T>
 class tensor;
 
 // Every node kind opts in by specializing this trait.
 template <class E>
 struct is_expression_type : std::false_type {};
-template <element T>
+template <class T>
 struct is_expression_type<tensor<T>> : std::true_type {};
 
 template <class E>

@@ -77,8 +77,11 @@ struct expression_base {
   auto item() const { return eval().item(); }
 };
 
-template <element T>
+template <class T>
 class tensor {
+  static_assert(is_element_v<T>, "kiln: unsupported element type; a tensor holds bool, uint8_t, "
+                                 "int32_t, uint32_t, int64_t, half, bfloat16, float or double");
+
 public:
   using value_type = T;
 
