@@ -110,7 +110,8 @@ public:
   // contiguous tensor whose shape differs, takes new storage of the source's shape.
   tensor& operator=(const tensor& other) & {
     if (this == &other) return *this;
-    if (prepare_for(other.shape())) detail::assign(*this, other);
+    prepare_for(other.shape());
+    detail::assign(*this, other);
     return *this;
   }
   tensor& operator=(tensor&& other) & {
@@ -271,15 +272,16 @@ private:
   void require_storage(const char* op) const {
     if (!storage_) throw error(op, "tensor is empty", "it has no storage");
   }
-  // Before writing values of shape s: allocate if empty; re-allocate a whole tensor
-  // whose shape differs (like resizing); a view must already fit, or broadcast to it.
-  // Returns false when this tensor just took s's shape from nothing (nothing to copy).
-  bool prepare_for(const kiln::shape& s) {
-    if (!storage_ || (shape() != s && is_whole())) {
-      storage_ = make_storage(numel(s), device());
-      layout_ = layout::contiguous(s);
+  // Before writing values of shape s: allocate if empty. Values that broadcast to this
+  // shape are written in place; otherwise a whole tensor takes new storage of shape s
+  // (like resizing) and a view is left to fail with a shape error.
+  void prepare_for(const kiln::shape& s) {
+    if (storage_) {
+      kiln::shape b = shape();
+      if (shape() == s || (broadcast_into(b, s) && b == shape()) || !is_whole()) return;
     }
-    return true;
+    storage_ = make_storage(numel(s), device());
+    layout_ = layout::contiguous(s);
   }
   bool is_whole() const noexcept {
     return layout_.offset == 0 && is_contiguous() && storage_->count() == size();
