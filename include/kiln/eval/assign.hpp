@@ -157,8 +157,11 @@ public:
         (node_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...);
     const std::int64_t grain = std::max<std::int64_t>(4096, (1 << 17) / cost);
     const int threads = num_threads();
-    const int tasks =
-        static_cast<int>(std::min<std::int64_t>(threads, (total + grain - 1) / grain));
+    // A few tasks per thread, taken dynamically, so a thread slowed by anything else on
+    // its core does not leave the others idle at the end.
+    const int tasks = threads == 1 ? 1
+                                   : static_cast<int>(std::min<std::int64_t>(
+                                         std::int64_t{threads} * 8, (total + grain - 1) / grain));
     auto body = [&](int t) {
       auto w = writers;
       auto r = readers;
