@@ -208,7 +208,7 @@ TEST_CASE("an f32 sum of 10^7 random values is within 1e-6 of a double reference
   kiln::set_num_threads(2);
 }
 
-TEST_CASE("integer sums widen to i64; means are floating", "[reduce]") {
+TEST_CASE("integer sums widen to i64 and means are floating", "[reduce]") {
   const auto t = kiln::full<std::int32_t>({3, 1000}, 2'000'000);
   STATIC_REQUIRE(std::is_same_v<kiln::value_t<decltype(kiln::sum(t))>, std::int64_t>);
   CHECK(kiln::sum(t).item() == 6'000'000'000LL);

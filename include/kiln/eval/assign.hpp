@@ -229,6 +229,12 @@ private:
         const auto vals = std::make_tuple(std::get<I>(r).load(j)...);
         (std::get<I>(w).store_batch(j, std::get<I>(vals)), ...);
       }
+      // The tail goes through the same SIMD arithmetic, one element per batch, so an
+      // element's value does not depend on where a thread's range happened to end.
+      for (; j < jend; ++j) {
+        const auto vals = std::make_tuple(first_lane(std::get<I>(r).splat(j))...);
+        (std::get<I>(w).store(j, std::get<I>(vals)), ...);
+      }
     }
     for (; j < jend; ++j) {
       const auto vals = std::make_tuple(std::get<I>(r).at(j)...);

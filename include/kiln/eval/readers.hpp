@@ -63,7 +63,16 @@ struct lane_bytes_of<expr_node<Op, C...>> {
 template <class E>
 inline constexpr std::size_t lane_bytes = lane_bytes_of<std::remove_cvref_t<E>>::value;
 
+template <class T>
+T first_lane(const batch<T>& b) {
+  alignas(64) T tmp[batch<T>::size];
+  b.store_aligned(tmp);
+  return tmp[0];
+}
+
 // --- readers
+// at(j): element j of the current row; load(j): a batch from j on; splat(j): element j
+// in every lane (to run the batch arithmetic on a single element).
 template <element T>
 struct leaf_reader {
   using value_type = T;
@@ -87,6 +96,7 @@ struct leaf_reader {
       tmp[k] = row[(j + std::int64_t(k)) * inner];
     return batch<T>::load_aligned(tmp);
   }
+  batch<T> splat(std::int64_t j) const noexcept { return batch<T>(row[j * inner]); }
 };
 
 template <element T>
@@ -96,6 +106,7 @@ struct scalar_reader {
   void set_row(const std::int64_t*, int) noexcept {}
   T at(std::int64_t) const noexcept { return value; }
   batch<T> load(std::int64_t) const noexcept { return batch<T>(value); }
+  batch<T> splat(std::int64_t) const noexcept { return batch<T>(value); }
 };
 
 template <class Op, class... R>
@@ -110,7 +121,10 @@ struct op_reader {
     return at_impl(j, std::index_sequence_for<R...>{});
   }
   batch<value_type> load(std::int64_t j) const noexcept {
-    return load_impl(j, std::index_sequence_for<R...>{});
+    return simd_impl(j, std::false_type{}, std::index_sequence_for<R...>{});
+  }
+  batch<value_type> splat(std::int64_t j) const noexcept {
+    return simd_impl(j, std::true_type{}, std::index_sequence_for<R...>{});
   }
 
 private:
@@ -122,10 +136,15 @@ private:
     return convert<value_type>(
         Op::host(convert<compute_t<operand_t<I>>>(hana::at_c<I>(children).at(j))...));
   }
-  template <std::size_t... I>
-  batch<value_type> load_impl(std::int64_t j, std::index_sequence<I...>) const noexcept {
-    return batch_convert<value_type>(
-        Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).load(j))...));
+  template <bool Splat, std::size_t... I>
+  batch<value_type> simd_impl(std::int64_t j, std::bool_constant<Splat>,
+                              std::index_sequence<I...>) const noexcept {
+    if constexpr (Splat)
+      return batch_convert<value_type>(
+          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).splat(j))...));
+    else
+      return batch_convert<value_type>(
+          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).load(j))...));
   }
 };
 
