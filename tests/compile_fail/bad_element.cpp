@@ -1,0 +1,7 @@
+// expect: unsupported element type
+#include <kiln/kiln.hpp>
+
+int main() {
+  kiln::tensor<char> t;
+  (void)t;
+}

@@ -1,0 +1,10 @@
+// expect: each operand must be a kiln tensor or expression
+#include <kiln/kiln.hpp>
+
+#include <string>
+
+int main() {
+  const auto a = kiln::ones<float>({3});
+  auto e = a + std::string("x");
+  (void)e;
+}
