@@ -260,7 +260,7 @@ void check_target(const tensor<D>& dst, const E& e, const char* op) {
   if (!broadcast_into(b, s) || b != dst.shape())
     throw error(op, "shapes cannot be broadcast together",
                 "value of shape " + s.str() + " into a tensor of shape " + dst.shape().str());
-  for (int d = 0; d < dst.rank(); ++d)
+  for (int d = 0; d < dst.rank() && dst.size() > 0; ++d) // an empty tensor has no overlap
     if (dst.strides()[d] == 0 && dst.shape()[d] > 1)
       throw error(op, "cannot write through a broadcast view",
                   "target shape " + dst.shape().str() + " has stride 0 on dim " +
