@@ -55,10 +55,10 @@ struct leaf_writer {
   void store(std::int64_t j, V v) const noexcept {
     row[j * inner] = convert<D>(v);
   }
-  template <class V>
+  template <bool Unit, class V>
   void store_batch(std::int64_t j, const batch<V>& b) const noexcept {
     const batch<D> d = batch_convert<D>(b);
-    if (inner == 1) {
+    if (Unit || inner == 1) {
       d.store_unaligned(row + j);
     } else {
       alignas(64) D tmp[batch<D>::size];
@@ -162,6 +162,11 @@ public:
     const int tasks = threads == 1 ? 1
                                    : static_cast<int>(std::min<std::int64_t>(
                                          std::int64_t{threads} * 8, (total + grain - 1) / grain));
+    // The common case, every operand contiguous along the inner dim, gets a loop with no
+    // per-batch stride test.
+    bool unit = true;
+    std::apply([&](const auto&... w) { unit = unit && ((w.inner == 1) && ...); }, writers);
+    std::apply([&](const auto&... x) { unit = unit && (all_unit(x) && ...); }, readers);
     auto body = [&](int t) {
       auto w = writers;
       auto r = readers;
@@ -169,7 +174,10 @@ public:
       std::int64_t lo = total * t / tasks / align * align,
                    hi = total * (t + 1) / tasks / align * align;
       if (t == tasks - 1) hi = total;
-      run_range(w, r, space.extents, lo, hi, inner);
+      if (unit)
+        run_range<true>(w, r, space.extents, lo, hi, inner);
+      else
+        run_range<false>(w, r, space.extents, lo, hi, inner);
     };
     if (tasks <= 1)
       body(0);
@@ -193,7 +201,7 @@ private:
     return bytes[0];
   }
 
-  template <class W, class R>
+  template <bool Unit, class W, class R>
   static void run_range(W& w, R& r, const kiln::shape& ext, std::int64_t lo, std::int64_t hi,
                         std::int64_t inner) {
     const int outer = ext.size() - 1;
@@ -207,7 +215,7 @@ private:
       std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, w);
       std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, r);
       const std::int64_t jend = std::min(inner, j + (hi - e));
-      segment(w, r, j, jend, std::index_sequence_for<Outs...>{});
+      segment<Unit>(w, r, j, jend, std::index_sequence_for<Outs...>{});
       e += jend - j;
       j = 0;
       for (int d = outer - 1; d >= 0; --d) {
@@ -217,7 +225,7 @@ private:
     }
   }
 
-  template <class W, class R, std::size_t... I>
+  template <bool Unit, class W, class R, std::size_t... I>
   static void segment(W& w, R& r, std::int64_t j, std::int64_t jend, std::index_sequence<I...>) {
     constexpr std::size_t lb = all_lanes();
     if constexpr (lb != 0 && (simd_dst<I>() && ...)) {
@@ -226,8 +234,8 @@ private:
       for (; j + n <= jend; j += n) {
         // All values of a position are computed before any is stored, so an output
         // that is also an input (same layout) is read before it is overwritten.
-        const auto vals = std::make_tuple(std::get<I>(r).load(j)...);
-        (std::get<I>(w).store_batch(j, std::get<I>(vals)), ...);
+        const auto vals = std::make_tuple(std::get<I>(r).template load<Unit>(j)...);
+        (std::get<I>(w).template store_batch<Unit>(j, std::get<I>(vals)), ...);
       }
       // The tail goes through the same SIMD arithmetic, one element per batch, so an
       // element's value does not depend on where a thread's range happened to end.

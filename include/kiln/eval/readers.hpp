@@ -88,8 +88,10 @@ struct leaf_reader {
     row = base + off;
   }
   T at(std::int64_t j) const noexcept { return row[j * inner]; }
+  // Unit: the pass checked that every operand's inner stride is 1 (no branch here).
+  template <bool Unit = false>
   batch<T> load(std::int64_t j) const noexcept {
-    if (inner == 1) return batch<T>::load_unaligned(row + j);
+    if (Unit || inner == 1) return batch<T>::load_unaligned(row + j);
     if (inner == 0) return batch<T>(row[0]);
     alignas(64) T tmp[batch<T>::size];
     for (std::size_t k = 0; k < batch<T>::size; ++k)
@@ -105,7 +107,10 @@ struct scalar_reader {
   T value;
   void set_row(const std::int64_t*, int) noexcept {}
   T at(std::int64_t) const noexcept { return value; }
-  batch<T> load(std::int64_t) const noexcept { return batch<T>(value); }
+  template <bool Unit = false>
+  batch<T> load(std::int64_t) const noexcept {
+    return batch<T>(value);
+  }
   batch<T> splat(std::int64_t) const noexcept { return batch<T>(value); }
 };
 
@@ -120,11 +125,12 @@ struct op_reader {
   value_type at(std::int64_t j) const noexcept {
     return at_impl(j, std::index_sequence_for<R...>{});
   }
+  template <bool Unit = false>
   batch<value_type> load(std::int64_t j) const noexcept {
-    return simd_impl(j, std::false_type{}, std::index_sequence_for<R...>{});
+    return simd_impl<Unit>(j, std::false_type{}, std::index_sequence_for<R...>{});
   }
   batch<value_type> splat(std::int64_t j) const noexcept {
-    return simd_impl(j, std::true_type{}, std::index_sequence_for<R...>{});
+    return simd_impl<false>(j, std::true_type{}, std::index_sequence_for<R...>{});
   }
 
 private:
@@ -136,7 +142,7 @@ private:
     return convert<value_type>(
         Op::host(convert<compute_t<operand_t<I>>>(hana::at_c<I>(children).at(j))...));
   }
-  template <bool Splat, std::size_t... I>
+  template <bool Unit, bool Splat, std::size_t... I>
   batch<value_type> simd_impl(std::int64_t j, std::bool_constant<Splat>,
                               std::index_sequence<I...>) const noexcept {
     if constexpr (Splat)
@@ -144,7 +150,7 @@ private:
           Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).splat(j))...));
     else
       return batch_convert<value_type>(
-          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).load(j))...));
+          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).template load<Unit>(j))...));
   }
 };
 
@@ -181,6 +187,20 @@ auto make_reader(const expr_node<Op, C...>& n, Next& next) {
     return op_reader<Op, decltype(make_reader(c, next))...>{
         hana::tuple<decltype(make_reader(c, next))...>{make_reader(c, next)...}};
   });
+}
+
+// Whether every leaf of a reader tree walks its row with stride 1.
+template <class R>
+bool all_unit(const R& r) {
+  if constexpr (requires { r.children; }) {
+    bool unit = true;
+    hana::for_each(r.children, [&](const auto& c) { unit = unit && all_unit(c); });
+    return unit;
+  } else if constexpr (requires { r.st; }) {
+    return r.inner == 1;
+  } else {
+    return true; // a scalar
+  }
 }
 
 // Points every leaf reader of a tree at its innermost stride (set after merging).
