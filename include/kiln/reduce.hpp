@@ -356,7 +356,7 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 
   const int threads = num_threads();
   constexpr int cost = node_count<E>;
-  const std::int64_t grain = std::max<std::int64_t>(8192, (1 << 17) / cost);
+  const std::int64_t grain = std::max<std::int64_t>(16384, (1 << 19) / cost);
   const int tasks = static_cast<int>(std::clamp<std::int64_t>(total / grain, 1, threads));
   // One accumulator buffer per task, merged in task order (so arg ties keep the first).
   std::vector<std::vector<A>> accs(
