@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-quickstart}
 
-base=(g++ cmake ninja-build libboost-dev libxtl-dev libxsimd-dev)
+base=(g++ cmake ninja-build libboost-dev xtl-dev libxsimd-dev)
 # The tests also need Catch2 and xtensor (a reference), clang (the second compiler), and
 # lavapipe with the Khronos validation layer for the GPU tests that run on the CPU.
 tests=(catch2 xtensor-dev clang mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc
