@@ -252,27 +252,12 @@ namespace detail {
 
 // An accumulator row over the kept dims, walked like an output.
 template <class A>
-struct acc_cursor {
-  A* base;
-  std::int64_t st[max_rank];
-  A* row = nullptr;
-  std::int64_t inner = 0;
-  void set_row(const std::int64_t* idx, int outer) noexcept {
-    std::int64_t off = 0;
-    for (int d = 0; d < outer; ++d)
-      off += idx[d] * st[d];
-    row = base + off;
-  }
-};
+using acc_cursor = row_cursor<A>;
 // The flat index of an element within the reduced axes, for argmax/argmin.
 struct index_cursor {
   std::int64_t st[max_rank];
   std::int64_t row = 0, inner = 0;
-  void set_row(const std::int64_t* idx, int outer) noexcept {
-    row = 0;
-    for (int d = 0; d < outer; ++d)
-      row += idx[d] * st[d];
-  }
+  void set_row(const std::int64_t* idx, int outer) noexcept { row = row_offset(idx, st, outer); }
 };
 
 // Folds elements [j, jend) of the current row into the accumulators.
@@ -364,8 +349,8 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 
   auto body = [&](int t) {
     auto rd = reader;
-    acc_cursor<A> ac{accs[t].data(), {}};
-    std::copy(space.strides[0].begin(), space.strides[0].end(), ac.st);
+    acc_cursor<A> ac;
+    ac.start(accs[t].data(), space.strides[0].data());
     ac.inner = ac.st[mrank - 1];
     index_cursor ic{};
     std::copy(space.strides[1].begin(), space.strides[1].end(), ic.st);

@@ -40,17 +40,9 @@ inline constexpr bool is_materialized =
     std::is_same_v<std::remove_cvref_t<decltype(materialize(std::declval<const E&>()))>, E>;
 
 template <element D>
-struct leaf_writer {
-  D* base;
-  std::int64_t st[max_rank];
-  D* row = nullptr;
-  std::int64_t inner = 0;
-  void set_row(const std::int64_t* idx, int outer) noexcept {
-    std::int64_t off = 0;
-    for (int d = 0; d < outer; ++d)
-      off += idx[d] * st[d];
-    row = base + off;
-  }
+struct leaf_writer : row_cursor<D> {
+  using row_cursor<D>::row;
+  using row_cursor<D>::inner;
   template <class V>
   void store(std::int64_t j, V v) const noexcept {
     row[j * inner] = convert<D>(v);
@@ -189,9 +181,8 @@ public:
 private:
   template <element D, class Next>
   static leaf_writer<D> make_writer(const tensor<D>& t, Next& next) {
-    leaf_writer<D> w{t.data(), {}};
-    const std::int64_t* s = next();
-    std::copy(s, s + max_rank, w.st);
+    leaf_writer<D> w;
+    w.start(t.data(), next());
     return w;
   }
 

@@ -70,23 +70,41 @@ T first_lane(const batch<T>& b) {
   return tmp[0];
 }
 
+// The offset of a row: the outer part of the multi-index dotted with the strides.
+inline std::int64_t row_offset(const std::int64_t* idx, const std::int64_t* st,
+                               int outer) noexcept {
+  std::int64_t off = 0;
+  for (int d = 0; d < outer; ++d)
+    off += idx[d] * st[d];
+  return off;
+}
+
+// Walks one operand over the merged iteration space a row at a time: `row` points at
+// the row's first element, `inner` is the stride along the row.
+template <class P>
+struct row_cursor {
+  P* base = nullptr;
+  std::int64_t st[max_rank] = {};
+  P* row = nullptr;
+  std::int64_t inner = 0;
+  void set_row(const std::int64_t* idx, int outer) noexcept {
+    row = base + row_offset(idx, st, outer);
+  }
+  // Starts at `b` with the strides `s` (max_rank of them).
+  void start(P* b, const std::int64_t* s) noexcept {
+    base = b;
+    std::copy(s, s + max_rank, st);
+  }
+};
+
 // --- readers
 // at(j): element j of the current row; load(j): a batch from j on; splat(j): element j
 // in every lane (to run the batch arithmetic on a single element).
 template <element T>
-struct leaf_reader {
+struct leaf_reader : row_cursor<const T> {
+  using row_cursor<const T>::row;
+  using row_cursor<const T>::inner;
   using value_type = T;
-  const T* base;
-  std::int64_t st[max_rank];
-  const T* row = nullptr;
-  std::int64_t inner = 0;
-
-  void set_row(const std::int64_t* idx, int outer) noexcept {
-    std::int64_t off = 0;
-    for (int d = 0; d < outer; ++d)
-      off += idx[d] * st[d];
-    row = base + off;
-  }
   T at(std::int64_t j) const noexcept { return row[j * inner]; }
   // Unit: the pass checked that every operand's inner stride is 1 (no branch here).
   template <bool Unit = false>
@@ -170,9 +188,8 @@ void for_each_leaf(const expr_node<Op, C...>& n, F&& f) {
 // for_each_leaf's order, giving the leaf's strides over the merged iteration space.
 template <element T, class Next>
 leaf_reader<T> make_reader(const tensor<T>& t, Next& next) {
-  leaf_reader<T> r{t.data(), {}};
-  const std::int64_t* s = next();
-  std::copy(s, s + max_rank, r.st);
+  leaf_reader<T> r;
+  r.start(t.data(), next());
   return r;
 }
 template <element T, class Next>

@@ -111,12 +111,8 @@ struct mod : op_base {
       return std::fmod(a, b);
     }
   }
-  template <class T>
-  static constexpr bool simd_for = detail::is_simd_float<T>;
-  template <class B>
-  static B simd(const B& a, const B& b) {
-    return xsimd::fmod(a, b);
-  }
+  // No simd(): xsimd 8's fmod rounds the quotient, and near an integer quotient gives a
+  // result of the wrong sign; the C library's fmod is exact.
 };
 
 struct neg : op_base {
