@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# One entry point for a fresh Debian 12 machine (run as root):
-#   bash scripts/setup.sh quickstart   install what is missing, build, run examples/quickstart
-#   bash scripts/setup.sh test         install what the tests need, build and run the whole
-#                                      suite (release build with g++, clang build, ASan+UBSan)
-#   bash scripts/setup.sh bench        install the peers (Eigen, xtensor), build and run bench/
+# One entry point for a fresh Debian 12 machine, run as root from a clone of the repository.
+# Each mode installs the Debian packages it needs (apt-get, only what is missing), then
+# configures, builds and runs with the CMake presets in CMakePresets.json:
+#   bash scripts/setup.sh quickstart  build and run examples/quickstart       (preset quickstart)
+#   bash scripts/setup.sh test        build the whole suite, run it with CTest (preset release)
+#   bash scripts/setup.sh asan        the same suite under ASan + UBSan        (preset asan)
+#   bash scripts/setup.sh clang       build the suite with clang, warnings are errors (preset clang)
+#   bash scripts/setup.sh bench       build and run the benchmarks (bench/run.sh)
+# Parallelism: all cores (nproc), or JOBS=n.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-quickstart}
+jobs=${JOBS:-$(nproc)}
 
-base=(g++ cmake ninja-build libboost-dev xtl-dev libxsimd-dev)
-# The tests also need Catch2 and xtensor (a reference), clang (the second compiler), and
-# lavapipe with the Khronos validation layer for the GPU tests that run on the CPU.
-tests=(catch2 xtensor-dev clang mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc
-       spirv-tools)
+# What building anything needs: a compiler, CMake + Ninja, Boost (Hana), xsimd and xtl.
+base=(g++ cmake ninja-build libboost-dev libxsimd-dev xtl-dev)
+# The tests also need Catch2 (v2) and xtensor (a reference in some tests); lavapipe (Mesa's
+# CPU Vulkan driver), the Vulkan loader, the Khronos validation layer and glslc are there
+# for the GPU tests, which run on the CPU where no GPU is.
+tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc)
 bench=(libeigen3-dev xtensor-dev)
 
 case "$mode" in
   quickstart) want=("${base[@]}") ;;
-  test) want=("${base[@]}" "${tests[@]}") ;;
+  test | asan) want=("${base[@]}" "${tests[@]}") ;;
+  clang) want=("${base[@]}" "${tests[@]}" clang) ;;
   bench) want=("${base[@]}" "${bench[@]}") ;;
-  *) echo "usage: $0 quickstart|test|bench" >&2; exit 2 ;;
+  *)
+    echo "usage: bash scripts/setup.sh quickstart|test|asan|clang|bench" >&2
+    exit 2
+    ;;
 esac
 
 missing=()
@@ -27,30 +37,36 @@ for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]}; run as root, or install them" >&2
+    exit 1
+  fi
   echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-jobs=$(nproc)
+# Runs one preset: configure, build, and (unless told not to) test. Prints the time taken.
+run_preset() {
+  local preset=$1 test=${2:-yes} start=$SECONDS
+  echo "== $preset: configure + build"
+  cmake --preset "$preset"
+  cmake --build --preset "$preset" -j "$jobs"
+  if [ "$test" = yes ]; then
+    echo "== $preset: test"
+    ctest --preset "$preset" -j "$jobs"
+  fi
+  echo "== $preset: done in $((SECONDS - start)) s"
+}
+
 case "$mode" in
   quickstart)
-    cmake --preset release -DKILN_BUILD_TESTS=OFF
-    cmake --build --preset release --target quickstart -j "$jobs"
-    ./build/release/examples/quickstart
+    run_preset quickstart no
+    ./build/quickstart/examples/quickstart
     ;;
-  test)
-    for preset in release clang asan; do
-      echo "== $preset: build"
-      cmake --preset "$preset" -DKILN_BUILD_TESTS=ON
-      cmake --build --preset "$preset" -j "$jobs"
-      if [ "$preset" != clang ]; then # clang: the same suite, built warning-free, is enough
-        echo "== $preset: test"
-        ctest --preset "$preset" -j "$jobs"
-      fi
-    done
-    ;;
-  bench)
-    bash bench/run.sh
-    ;;
+  test) run_preset release ;;
+  asan) run_preset asan ;;
+  clang) run_preset clang no ;;
+  bench) bash bench/run.sh ;;
 esac
