@@ -2,7 +2,8 @@
 #include <kiln/kiln.hpp>
 
 int main() {
-  const auto a = kiln::ones<float>({3});
-  auto e = a & a;
+  const kiln::tensor<float> a = kiln::ones<float>({3});
+  const kiln::tensor<float> b = kiln::zeros<float>({3});
+  auto e = a & b;
   (void)e;
 }

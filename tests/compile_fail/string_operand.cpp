@@ -4,7 +4,7 @@
 #include <string>
 
 int main() {
-  const auto a = kiln::ones<float>({3});
+  const kiln::tensor<float> a = kiln::ones<float>({3});
   auto e = a + std::string("x");
   (void)e;
 }

@@ -1,14 +1,24 @@
-// Built against the install tree by tests/consumer/run.cmake.
+// A program outside kiln's tree, built against the install tree by tests/consumer/run.cmake
+// (find_package(kiln CONFIG REQUIRED), kiln::kiln). It prints one line that run.cmake checks,
+// and exits non-zero itself when a value is wrong.
 #include <kiln/kiln.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 int main() {
-  const auto x = kiln::linspace<double>(0, 1, 101);
-  const double s = kiln::sum(x * x).item(); // sum of (i/100)^2, i = 0..100
+  // Integers are exact: 1^2 + 2^2 + ... + 100^2 = 338350.
+  const kiln::tensor<std::int64_t> n = kiln::arange<std::int64_t>(1, 101);
+  const std::int64_t squares = kiln::sum(n * n).item();
+
+  // A fused float expression and a reduction: sum over i = 0..100 of (i/100)^2 = 33.835.
+  const kiln::tensor<double> x = kiln::linspace<double>(0.0, 1.0, 101);
+  const double s = kiln::sum(x * x).item();
   double ref = 0;
-  for (int i = 0; i <= 100; ++i) ref += (i / 100.0) * (i / 100.0);
-  std::printf("consumer sum %.12f\n", s);
-  return std::abs(s - ref) < 1e-12 ? 0 : 1;
+  for (int i = 0; i <= 100; ++i)
+    ref += (i / 100.0) * (i / 100.0);
+
+  std::printf("kiln consumer: %lld %.6f\n", static_cast<long long>(squares), s);
+  return squares == 338350 && std::abs(s - ref) < 1e-12 ? 0 : 1;
 }

@@ -1,7 +1,14 @@
-# Installs the kiln build tree to a prefix, then configures, builds and runs
-# tests/consumer against it with find_package(kiln CONFIG REQUIRED).
-# -D BUILD_DIR=<kiln build> -D WORK_DIR=<scratch> -D SOURCE_DIR=<tests/consumer> -D CXX=<compiler>
+# Installs the kiln build tree to a scratch prefix, then configures, builds and runs
+# tests/consumer against it with find_package(kiln CONFIG REQUIRED), and checks its output.
+#   cmake -D BUILD_DIR=<kiln build> -D WORK_DIR=<scratch> -D SOURCE_DIR=<tests/consumer>
+#         -D CXX=<compiler> -D GENERATOR=<generator> -P run.cmake
+foreach(var BUILD_DIR WORK_DIR SOURCE_DIR CXX GENERATOR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run.cmake: -D ${var}=... is required")
+  endif()
+endforeach()
 file(REMOVE_RECURSE "${WORK_DIR}")
+
 function(step)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -9,12 +16,26 @@ function(step)
   endif()
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
-step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
-if(NOT EXISTS "${WORK_DIR}/prefix/include/kiln/kiln.hpp")
-  message(FATAL_ERROR "install did not lay out include/kiln/kiln.hpp")
+
+set(prefix "${WORK_DIR}/prefix")
+step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
+if(NOT EXISTS "${prefix}/include/kiln/kiln.hpp")
+  message(FATAL_ERROR "the install did not lay out include/kiln/kiln.hpp")
 endif()
-step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G Ninja
-     "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DCMAKE_CXX_COMPILER=${CXX}")
+# lib/cmake/kiln, or lib/<multiarch>/cmake/kiln when configured for the prefix /usr.
+file(GLOB_RECURSE config "${prefix}/lib*/kilnConfig.cmake")
+if(NOT config)
+  message(FATAL_ERROR "the install did not lay out a CMake package (kilnConfig.cmake)")
+endif()
+
+# Only the install prefix is on the search path: not the source tree, not the build tree.
+step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
+     "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_CXX_COMPILER=${CXX}" -DCMAKE_BUILD_TYPE=Release
+     -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 step("${WORK_DIR}/build/app")
-message(STATUS "${step_output}")
+string(STRIP "${step_output}" printed)
+message(STATUS "${printed}")
+if(NOT printed STREQUAL "kiln consumer: 338350 33.835000")
+  message(FATAL_ERROR "unexpected output from the consumer: '${printed}'")
+endif()
