@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -52,6 +53,62 @@ std::uint64_t ulp_distance(T a, T b) {
   };
   const std::int64_t d = key(a) - key(b);
   return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
+// Same value and same kind: equal with the same sign of zero, or both NaN.
+template <class T>
+bool same_value(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+// A random shape of rank lo..hi with extents 1..max_extent.
+inline kiln::shape random_shape(int lo_rank, int hi_rank, int max_extent) {
+  kiln::shape s;
+  const int r = draw(lo_rank, hi_rank);
+  for (int d = 0; d < r; ++d)
+    s.push_back(draw(1, max_extent));
+  return s;
+}
+
+// Steps a row-major multi-index through shape s; false after the last one.
+inline bool next_index(std::vector<std::int64_t>& idx, const kiln::shape& s) {
+  for (int d = s.size() - 1; d >= 0; --d) {
+    if (++idx[d] < s[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+// Offset of a multi-index in a row-major array of shape s, broadcasting s against the
+// (right-aligned, possibly longer) multi-index numpy-style: extents of 1 repeat.
+inline std::int64_t broadcast_offset(const kiln::shape& s, const std::vector<std::int64_t>& idx) {
+  std::int64_t off = 0;
+  const int lead = int(idx.size()) - s.size();
+  for (int d = 0; d < s.size(); ++d)
+    off = off * s[d] + (s[d] == 1 ? 0 : idx[lead + d]);
+  return off;
+}
+
+// numpy's slice bounds (CPython's PySlice_AdjustIndices), written out independently of
+// kiln: the indices a[start:stop:step] selects from a dim of extent n.
+inline std::vector<std::int64_t> slice_indices(std::int64_t n, std::int64_t start,
+                                               std::int64_t stop, std::int64_t step) {
+  auto adjust = [&](std::int64_t v) {
+    if (v < 0) {
+      v += n;
+      if (v < 0) v = step < 0 ? -1 : 0;
+    } else if (v >= n) {
+      v = step < 0 ? n - 1 : n;
+    }
+    return v;
+  };
+  start = adjust(start);
+  stop = adjust(stop);
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+    out.push_back(i);
+  return out;
 }
 
 } // namespace test
