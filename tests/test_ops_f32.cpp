@@ -4,3 +4,23 @@
 TEST_CASE("f32 math and arithmetic match long double within the ulp bounds", "[ops]") {
   float_ops::float_math<float>();
 }
+
+TEST_CASE("f32 math at special inputs gives the C99 Annex F results", "[ops]") {
+  float_ops::float_specials<float>();
+}
+
+TEST_CASE("f32 pow, atan2, fmod, %, maximum, minimum on special pairs", "[ops]") {
+  float_ops::binary_specials<float>();
+}
+
+TEST_CASE("f32 math over each function's whole domain", "[ops]") {
+  float_ops::float_whole_range<float>();
+}
+
+TEST_CASE("f32 exp, exp2, expm1, sigmoid up to overflow and into gradual underflow", "[ops]") {
+  float_ops::exp_edges<float>();
+}
+
+TEST_CASE("f32 math on subnormal inputs", "[ops]") { float_ops::subnormal_inputs<float>(); }
+
+TEST_CASE("f32 pow beyond the main domain", "[ops]") { float_ops::pow_wide<float>(); }
