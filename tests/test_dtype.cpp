@@ -123,7 +123,8 @@ template <class A, class B>
 void check_sum_values() {
   using R = kiln::promote_t<A, B>;
   const std::int64_t n = test::draw(1, 300);
-  const auto va = values<A>(n), vb = values<B>(n);
+  const auto va = values<A>(n);
+  const auto vb = values<B>(n);
   const auto ta = kiln::from(va, kiln::shape{n});
   const auto tb = kiln::from(vb, kiln::shape{n});
   const auto r = kiln::tensor<R>(ta + tb).to_vector();
