@@ -311,6 +311,20 @@ void float_whole_range() {
           unary_on<T>(nm, k, r, lu(0, top, false), bound);
         else if (name == "erfc")
           unary_on<T>(nm, k, r, test::uniform<T>(n, -6, f32 ? 10 : 26), bound);
+        if (name == "floor" || name == "ceil" || name == "round" || name == "trunc") {
+          // Exact halves (round goes away from zero), their neighbours, and values around
+          // 2^(digits-1), above which every value is an integer.
+          const double edge = std::ldexp(1.0, std::numeric_limits<T>::digits - 1);
+          std::uniform_real_distribution<double> big(edge / 4, edge * 4);
+          std::vector<T> v;
+          for (std::size_t i = 0; i < 20000; ++i) {
+            const T half = static_cast<T>(test::draw(-1000000, 1000000) + 0.5);
+            const T e = static_cast<T>(big(test::rng()));
+            v.insert(v.end(), {half, std::nextafter(half, T(0)), std::nextafter(half, T(2) * half),
+                               test::draw(0, 1) ? e : -e});
+          }
+          unary_on<T>(nm, k, r, v, bound);
+        }
       });
 }
 
