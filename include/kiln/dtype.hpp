@@ -176,9 +176,16 @@ constexpr To convert(From v) noexcept {
     return v;
   else if constexpr (std::is_same_v<To, bool>)
     return static_cast<F>(v) != F(0);
-  else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>)
-    return To(static_cast<float>(static_cast<F>(v)));
-  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<F>) {
+  else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) {
+    // Round once: doubles and wide integers go through the 16-bit types' own
+    // constructors (rounding to odd on the way), not through a float RNE first.
+    if constexpr (std::is_same_v<F, bool>)
+      return To(v ? 1.0f : 0.0f);
+    else if constexpr (std::is_same_v<F, double> || std::is_integral_v<F>)
+      return To(static_cast<F>(v));
+    else
+      return To(static_cast<float>(static_cast<F>(v)));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<F>) {
     const F f = static_cast<F>(v);
     if (!(f == f)) return To(0);
     // Compare in long double: the limits of i64 are not exact in float/double.

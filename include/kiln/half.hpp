@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace kiln {
 
@@ -49,6 +50,28 @@ inline float bfloat16_bits_to_float(std::uint16_t b) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
 
+// A double (or wide integer) rounded to float "to odd": toward zero, with the lowest bit
+// set when inexact. Rounding that to a 16-bit format (RNE) gives the same result as
+// rounding the original value once, because float keeps more than two extra bits; plain
+// RNE to float first would round twice and could land on a tie that goes the wrong way.
+inline float round_to_odd_float(double d) noexcept {
+  const float f = static_cast<float>(d);
+  if (d != d || std::isinf(f) || static_cast<double>(f) == d) return f;
+  std::uint32_t b = std::bit_cast<std::uint32_t>(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --b; // one step toward zero
+  return std::bit_cast<float>(b | 1u);
+}
+template <class I>
+float round_to_odd_float(I i) noexcept {
+  double d = static_cast<double>(i); // exact up to 2^53; above, make it odd as well
+  const long double exact = static_cast<long double>(i);
+  if (static_cast<long double>(d) != exact) {
+    if (std::fabs(static_cast<long double>(d)) > std::fabs(exact)) d = std::nextafter(d, 0.0);
+    d = std::bit_cast<double>(std::bit_cast<std::uint64_t>(d) | 1u);
+  }
+  return round_to_odd_float(d);
+}
+
 // One template for both formats: they differ only in their conversions.
 template <std::uint16_t (*ToBits)(float), float (*FromBits)(std::uint16_t)>
 struct float16_base {
@@ -56,10 +79,10 @@ struct float16_base {
 
   constexpr float16_base() = default;
   float16_base(float f) noexcept : bits(ToBits(f)) {}
-  explicit float16_base(double d) noexcept : bits(ToBits(static_cast<float>(d))) {}
+  explicit float16_base(double d) noexcept : bits(ToBits(round_to_odd_float(d))) {}
   template <class I>
   requires std::is_integral_v<I>
-  explicit float16_base(I i) noexcept : bits(ToBits(static_cast<float>(i))) {}
+  explicit float16_base(I i) noexcept : bits(ToBits(round_to_odd_float(i))) {}
 
   static float16_base from_bits(std::uint16_t b) noexcept {
     float16_base h;
