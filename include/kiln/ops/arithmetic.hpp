@@ -130,7 +130,11 @@ struct neg : op_base {
   static constexpr bool simd_for = detail::is_simd_float<T> || std::is_same_v<T, std::int32_t>;
   template <class B>
   static B simd(const B& a) {
-    return -a;
+    // Flip the sign bit (xsimd 8's unary minus computes 0 - a, which loses -0).
+    if constexpr (std::is_floating_point_v<typename B::value_type>)
+      return xsimd::bitwise_xor(a, B(typename B::value_type(-0.0)));
+    else
+      return -a;
   }
 };
 
@@ -162,7 +166,7 @@ struct sign : op_base {
   template <class T>
   static T host(T a) {
     if constexpr (std::is_floating_point_v<T>)
-      if (a != a) return a;
+      if (a != a || a == T(0)) return a; // NaN stays NaN, -0 stays -0 (as the SIMD path)
     return static_cast<T>((T(0) < a) - (a < T(0)));
   }
   template <class T>
