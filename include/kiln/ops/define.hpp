@@ -26,6 +26,33 @@ inline constexpr bool is_simd_int =
     std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::uint32_t> ||
     std::is_same_v<T, std::int64_t>;
 
+// Recomputes the lanes selected by `redo` with the scalar function f (the C library).
+// xsimd's kernels are fast and accurate on the main domain but wrong at some edges
+// (gradual underflow, subnormal inputs, special pairs); those lanes are rare, so a batch
+// that has none pays one compare and one branch.
+template <class F, class B, class... Bs>
+B scalar_lanes(const B& r, const typename B::batch_bool_type& redo, F f, const B& x,
+               const Bs&... xs) {
+  static_assert(sizeof...(Bs) <= 1, "unary and binary ops only");
+  if (!xsimd::any(redo)) return r;
+  using T = typename B::value_type;
+  constexpr std::size_t n = B::size, align = B::arch_type::alignment();
+  alignas(align) T out[n], a[n], b[n];
+  alignas(align) bool lane[n];
+  r.store_aligned(out);
+  redo.store_aligned(lane);
+  x.store_aligned(a);
+  (xs.store_aligned(b), ...);
+  for (std::size_t i = 0; i < n; ++i)
+    if (lane[i]) {
+      if constexpr (sizeof...(Bs) == 0)
+        out[i] = f(a[i]);
+      else
+        out[i] = f(a[i], b[i]);
+    }
+  return B::load_aligned(out);
+}
+
 } // namespace kiln::detail
 
 #define KILN_UNARY_FUNCTION(fn, Op)                                                                \
