@@ -13,7 +13,9 @@
 #include "kiln/eval/readers.hpp"
 #include "kiln/eval/thread_pool.hpp"
 
+#include <cstdint>
 #include <tuple>
+#include <utility>
 
 namespace kiln {
 
@@ -267,18 +269,35 @@ void check_target(const tensor<D>& dst, const E& e, const char* op) {
                       std::to_string(d));
 }
 
+// The bytes [first, second) a layout over t's storage touches. Overlap is decided on
+// addresses, not storage objects: two handles made by view_of() over one container
+// have separate storage objects over the same memory.
+template <class T>
+std::pair<std::uintptr_t, std::uintptr_t> byte_range(const tensor<T>& t, const layout& l) {
+  const auto [lo, hi] = l.extent();
+  const auto base = reinterpret_cast<std::uintptr_t>(t.storage()->data());
+  return {base + static_cast<std::uintptr_t>(lo) * sizeof(T),
+          base + static_cast<std::uintptr_t>(hi) * sizeof(T)};
+}
+inline bool intersect(std::pair<std::uintptr_t, std::uintptr_t> a,
+                      std::pair<std::uintptr_t, std::uintptr_t> b) {
+  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+}
+
 // Would writing dst while reading e's leaves read an element after it was overwritten?
+// Reading the very elements being written, each at its own position, is safe.
 template <element D, class E>
 bool overlaps_differently(const tensor<D>& dst, const E& e) {
   bool bad = false;
-  const auto range = dst.layout().extent(); // not a structured binding: clang 14 cannot capture one
-  const std::int64_t lo = range.first, hi = range.second;
+  const auto target = byte_range(dst, dst.layout());
   for_each_leaf(e, [&](const auto& t) {
-    if (bad || t.storage() != dst.storage()) return;
+    using T = typename std::remove_cvref_t<decltype(t)>::value_type;
+    if (bad || t.empty() || t.size() == 0) return;
     const layout tl = views::broadcast_to(t.layout(), dst.shape(), "assign");
-    if (tl == dst.layout()) return;
-    const auto [tlo, thi] = tl.extent();
-    bad = tlo < hi && lo < thi;
+    if (sizeof(T) == sizeof(D) && t.storage()->data() == dst.storage()->data() &&
+        tl == dst.layout())
+      return;
+    bad = intersect(target, byte_range(t, tl));
   });
   return bad;
 }
@@ -302,11 +321,8 @@ void assign(const tensor<D>& dst, const E& e) {
 template <class O, class Tup, std::size_t... J>
 bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
   auto targets_overlap = [&](const auto& other) {
-    if (static_cast<const void*>(&o) == static_cast<const void*>(&other) ||
-        o.dst.storage() != other.dst.storage())
-      return false;
-    const auto x = o.dst.layout().extent(), y = other.dst.layout().extent();
-    return x.first < y.second && y.first < x.second;
+    if (static_cast<const void*>(&o) == static_cast<const void*>(&other)) return false;
+    return intersect(byte_range(o.dst, o.dst.layout()), byte_range(other.dst, other.dst.layout()));
   };
   return ((overlaps_differently(o.dst, *std::get<J>(outs).expr) ||
            targets_overlap(std::get<J>(outs))) ||
@@ -362,9 +378,10 @@ tensor<value_t<E>> evaluate(const E& e) {
 template <class E>
 std::vector<value_t<E>> to_vector(const E& e) {
   using T = value_t<E>;
-  tensor<T> t = evaluate(e);
-  if (t.empty()) return {};
-  if (!t.is_contiguous()) t = t.clone();
+  const tensor<T> v = evaluate(e);
+  if (v.empty()) return {};
+  // A new handle, not an assignment: assigning to v would write into the viewed storage.
+  const tensor<T> t = v.is_contiguous() ? v : v.clone();
   return std::vector<T>(t.data(), t.data() + t.size());
 }
 
