@@ -45,30 +45,30 @@ template <class B>
 B simd_log1p(const B& x) {
   return xsimd::select(x == B(0), x, xsimd::log1p(x));
 }
-// Nonzero inputs below the smallest normal number.
-template <class B>
-auto subnormal(const B& x) {
-  return xsimd::abs(x) < B(std::numeric_limits<lanes_t<B>>::min()) && x != B(0);
+// f64 only: xsimd's f32 versions handle subnormal inputs themselves.
+template <class B, class F>
+B fix_subnormal_inputs(const B& r, const B& x, F f) {
+  if constexpr (std::is_same_v<lanes_t<B>, float>)
+    return r;
+  else
+    return kiln::detail::scalar_lanes(
+        r, xsimd::abs(x) < B(std::numeric_limits<double>::min()) && x != B(0), f, x);
 }
 template <class B>
 B simd_log(const B& x) {
-  return kiln::detail::scalar_lanes(
-      xsimd::log(x), subnormal(x), [](lanes_t<B> v) { return std::log(v); }, x);
+  return fix_subnormal_inputs(xsimd::log(x), x, [](lanes_t<B> v) { return std::log(v); });
 }
 template <class B>
 B simd_log2(const B& x) {
-  return kiln::detail::scalar_lanes(
-      xsimd::log2(x), subnormal(x), [](lanes_t<B> v) { return std::log2(v); }, x);
+  return fix_subnormal_inputs(xsimd::log2(x), x, [](lanes_t<B> v) { return std::log2(v); });
 }
 template <class B>
 B simd_log10(const B& x) {
-  return kiln::detail::scalar_lanes(
-      xsimd::log10(x), subnormal(x), [](lanes_t<B> v) { return std::log10(v); }, x);
+  return fix_subnormal_inputs(xsimd::log10(x), x, [](lanes_t<B> v) { return std::log10(v); });
 }
 template <class B>
 B simd_cbrt(const B& x) {
-  return kiln::detail::scalar_lanes(
-      xsimd::cbrt(x), subnormal(x), [](lanes_t<B> v) { return std::cbrt(v); }, x);
+  return fix_subnormal_inputs(xsimd::cbrt(x), x, [](lanes_t<B> v) { return std::cbrt(v); });
 }
 template <class B>
 B simd_acosh(const B& x) {
