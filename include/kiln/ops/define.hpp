@@ -30,11 +30,11 @@ inline constexpr bool is_simd_int =
 // xsimd's kernels are fast and accurate on the main domain but wrong at some edges
 // (gradual underflow, subnormal inputs, special pairs); those lanes are rare, so a batch
 // that has none pays one compare and one branch.
+// The rare path, kept out of line so that the hot loop around an op keeps its registers.
 template <class F, class B, class... Bs>
-B scalar_lanes(const B& r, const typename B::batch_bool_type& redo, F f, const B& x,
-               const Bs&... xs) {
+[[gnu::noinline, gnu::cold]] B scalar_lanes_slow(B r, typename B::batch_bool_type redo, F f, B x,
+                                                 Bs... xs) {
   static_assert(sizeof...(Bs) <= 1, "unary and binary ops only");
-  if (!xsimd::any(redo)) return r;
   using T = typename B::value_type;
   constexpr std::size_t n = B::size, align = B::arch_type::alignment();
   alignas(align) T out[n], a[n], b[n];
@@ -51,6 +51,13 @@ B scalar_lanes(const B& r, const typename B::batch_bool_type& redo, F f, const B
         out[i] = f(a[i], b[i]);
     }
   return B::load_aligned(out);
+}
+template <class F, class B, class... Bs>
+B scalar_lanes(const B& r, const typename B::batch_bool_type& redo, F f, const B& x,
+               const Bs&... xs) {
+  if (xsimd::any(redo)) [[unlikely]]
+    return scalar_lanes_slow(r, redo, f, x, xs...);
+  return r;
 }
 
 } // namespace kiln::detail
