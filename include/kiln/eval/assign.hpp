@@ -11,6 +11,7 @@
 //      load per their inner stride;
 //   5. large passes are split over the persistent thread pool.
 #include "kiln/eval/readers.hpp"
+#include "kiln/eval/stream.hpp"
 #include "kiln/eval/thread_pool.hpp"
 
 #include <cstdint>
@@ -49,10 +50,12 @@ struct leaf_writer : row_cursor<D> {
   void store(std::int64_t j, V v) const noexcept {
     row[j * inner] = convert<D>(v);
   }
-  template <bool Unit, class V>
+  template <bool Unit, bool Stream, class V>
   void store_batch(std::int64_t j, const batch<V>& b) const noexcept {
     const batch<D> d = batch_convert<D>(b);
-    if (Unit || inner == 1) {
+    if constexpr (Stream) {
+      stream_store(row + j, d);
+    } else if (Unit || inner == 1) {
       d.store_unaligned(row + j);
     } else {
       alignas(64) D tmp[batch<D>::size];
@@ -162,6 +165,25 @@ public:
     bool unit = true;
     std::apply([&](const auto&... w) { unit = unit && ((w.inner == 1) && ...); }, writers);
     std::apply([&](const auto&... x) { unit = unit && (all_unit(x) && ...); }, readers);
+    // A pass too large for the last-level cache writes with streaming stores (stream.hpp).
+    bool stream = false;
+    if constexpr (all_lanes() != 0 &&
+                  (math_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...) ==
+                      0) {
+      if (unit) {
+        std::int64_t bytes = 0;
+        std::apply(
+            [&](const auto&... o) {
+              ((bytes += o.dst.size() * std::int64_t(sizeof(*o.dst.data()))), ...);
+              (for_each_leaf(
+                   *o.expr,
+                   [&](const auto& t) { bytes += t.size() * std::int64_t(sizeof(*t.data())); }),
+               ...);
+            },
+            outs_);
+        stream = bytes >= stream_threshold();
+      }
+    }
     auto body = [&](int t) {
       auto w = writers;
       auto r = readers;
@@ -169,10 +191,14 @@ public:
       std::int64_t lo = total * t / tasks / align * align,
                    hi = total * (t + 1) / tasks / align * align;
       if (t == tasks - 1) hi = total;
-      if (unit)
-        run_range<true>(w, r, space.extents, lo, hi, inner);
-      else
-        run_range<false>(w, r, space.extents, lo, hi, inner);
+      if (stream) {
+        run_range<true, true>(w, r, space.extents, lo, hi, inner);
+        stream_fence();
+      } else if (unit) {
+        run_range<true, false>(w, r, space.extents, lo, hi, inner);
+      } else {
+        run_range<false, false>(w, r, space.extents, lo, hi, inner);
+      }
     };
     if (tasks <= 1)
       body(0);
@@ -195,7 +221,7 @@ private:
     return bytes[0];
   }
 
-  template <bool Unit, class W, class R>
+  template <bool Unit, bool Stream, class W, class R>
   static void run_range(W& w, R& r, const kiln::shape& ext, std::int64_t lo, std::int64_t hi,
                         std::int64_t inner) {
     const int outer = ext.size() - 1;
@@ -209,7 +235,7 @@ private:
       std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, w);
       std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, r);
       const std::int64_t jend = std::min(inner, j + (hi - e));
-      segment<Unit>(w, r, j, jend, std::index_sequence_for<Outs...>{});
+      segment<Unit, Stream>(w, r, j, jend, std::index_sequence_for<Outs...>{});
       e += jend - j;
       j = 0;
       for (int d = outer - 1; d >= 0; --d) {
@@ -219,7 +245,7 @@ private:
     }
   }
 
-  template <bool Unit, class W, class R, std::size_t... I>
+  template <bool Unit, bool Stream, class W, class R, std::size_t... I>
   static void segment(W& w, R& r, std::int64_t j, std::int64_t jend, std::index_sequence<I...>) {
     constexpr std::size_t lb = all_lanes();
     if constexpr (lb != 0 && (simd_dst<I>() && ...)) {
@@ -229,7 +255,7 @@ private:
         // All values of a position are computed before any is stored, so an output
         // that is also an input (same layout) is read before it is overwritten.
         const auto vals = std::make_tuple(std::get<I>(r).template load<Unit>(j)...);
-        (std::get<I>(w).template store_batch<Unit>(j, std::get<I>(vals)), ...);
+        (std::get<I>(w).template store_batch<Unit, Stream>(j, std::get<I>(vals)), ...);
       }
       // The tail goes through the same SIMD arithmetic, one element per batch, so an
       // element's value does not depend on where a thread's range happened to end.
