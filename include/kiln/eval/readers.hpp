@@ -7,6 +7,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include <cstdint>
+
 #include <boost/hana/all_of.hpp>
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/transform.hpp>
@@ -109,7 +111,15 @@ struct leaf_reader : row_cursor<const T> {
   // Unit: the pass checked that every operand's inner stride is 1 (no branch here).
   template <bool Unit = false>
   batch<T> load(std::int64_t j) const noexcept {
-    if (Unit || inner == 1) return batch<T>::load_unaligned(row + j);
+    if (Unit || inner == 1) {
+      // Ask for the line 4 KiB ahead: a pass that computes much per element (exp, log,
+      // sin...) reads too slowly for the hardware prefetchers of the machine this was
+      // measured on to run ahead, and waited on memory ~25% of its time at 2^24 elements
+      // (bench/RESULTS.md). The address is formed as an integer: it may lie past the end.
+      __builtin_prefetch(
+          reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(row + j) + 4096));
+      return batch<T>::load_unaligned(row + j);
+    }
     if (inner == 0) return batch<T>(row[0]);
     alignas(64) T tmp[batch<T>::size];
     for (std::size_t k = 0; k < batch<T>::size; ++k)
