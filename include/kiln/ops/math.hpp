@@ -94,18 +94,6 @@ B simd_log(const B& x) {
     return fix_subnormal_inputs(xsimd::log(x), x, [](lanes_t<B> v) { return std::log(v); });
 }
 template <class B>
-B simd_log2(const B& x) {
-  return fix_subnormal_inputs(xsimd::log2(x), x, [](lanes_t<B> v) { return std::log2(v); });
-}
-template <class B>
-B simd_log10(const B& x) {
-  return fix_subnormal_inputs(xsimd::log10(x), x, [](lanes_t<B> v) { return std::log10(v); });
-}
-template <class B>
-B simd_cbrt(const B& x) {
-  return fix_subnormal_inputs(xsimd::cbrt(x), x, [](lanes_t<B> v) { return std::cbrt(v); });
-}
-template <class B>
 B simd_acosh(const B& x) {
   return xsimd::select(x < B(1), B(std::numeric_limits<lanes_t<B>>::quiet_NaN()), xsimd::acosh(x));
 }
@@ -150,12 +138,18 @@ KILN_FLOAT_UNARY(exp, std::exp(x), edges::simd_exp(x))
 KILN_FLOAT_UNARY(exp2, std::exp2(x), edges::simd_exp2(x))
 KILN_FLOAT_UNARY(expm1, std::expm1(x), edges::simd_expm1(x))
 KILN_FLOAT_UNARY(log, std::log(x), edges::simd_log(x))
-KILN_FLOAT_UNARY(log2, std::log2(x), edges::simd_log2(x))
-KILN_FLOAT_UNARY(log10, std::log10(x), edges::simd_log10(x))
+KILN_FLOAT_UNARY(log2, std::log2(x), edges::fix_subnormal_inputs(xsimd::log2(x), x, [](auto v) {
+                   return std::log2(v);
+                 }))
+KILN_FLOAT_UNARY(log10, std::log10(x), edges::fix_subnormal_inputs(xsimd::log10(x), x, [](auto v) {
+                   return std::log10(v);
+                 }))
 KILN_FLOAT_UNARY(log1p, std::log1p(x), edges::simd_log1p(x))
 KILN_FLOAT_UNARY(sqrt, std::sqrt(x), xsimd::sqrt(x))
 KILN_FLOAT_UNARY(rsqrt, T(1) / std::sqrt(x), B(1) / xsimd::sqrt(x))
-KILN_FLOAT_UNARY(cbrt, std::cbrt(x), edges::simd_cbrt(x))
+KILN_FLOAT_UNARY(cbrt, std::cbrt(x), edges::fix_subnormal_inputs(xsimd::cbrt(x), x, [](auto v) {
+                   return std::cbrt(v);
+                 }))
 KILN_FLOAT_UNARY(sin, std::sin(x), xsimd::sin(x))
 KILN_FLOAT_UNARY(cos, std::cos(x), xsimd::cos(x))
 KILN_FLOAT_UNARY(tan, std::tan(x), xsimd::tan(x))
