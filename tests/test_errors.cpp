@@ -275,7 +275,7 @@ TEST_CASE("item on a non-scalar names the shape", "[errors]") {
   CHECK(kiln::full<float>({}, 4.0f).item() == 4.0f);
 }
 
-TEST_CASE("device names: unknown, malformed, unavailable; allocating on one", "[errors]") {
+TEST_CASE("device names: unknown, malformed, unavailable, and allocating on one", "[errors]") {
   expect_error([] { kiln::device("vulkan:0"); }, "device", {"not available"}, {"vulkan:0"});
   expect_error([] { kiln::device("metal:2"); }, "device", {"not available"}, {"metal:2"});
   expect_error([] { kiln::device("foo"); }, "device", {"unknown device"}, {"foo"});

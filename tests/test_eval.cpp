@@ -195,7 +195,7 @@ TEST_CASE("assignment aliasing: in place, transposed, shifted", "[eval]") {
   CHECK(c.at({n - 1, n - 1}) == 2.0 * double(n - 1));
 }
 
-TEST_CASE("a whole tensor assigned another shape takes new storage; a view cannot", "[eval]") {
+TEST_CASE("a whole tensor assigned another shape takes new storage, a view cannot", "[eval]") {
   auto a = kiln::zeros<float>({4});
   auto shared = a;
   a = kiln::ones<float>({2, 3}) * 2.0f; // resize: a gets new storage
