@@ -13,12 +13,13 @@ cd "$(dirname "$0")/.."
 mode=${1:-quickstart}
 jobs=${JOBS:-$(nproc)}
 
-# What building anything needs: a compiler, CMake + Ninja, Boost (Hana), xsimd and xtl.
-base=(g++ cmake ninja-build libboost-dev libxsimd-dev xtl-dev)
+# What building anything needs: a compiler, CMake + Ninja, Boost (Hana), xsimd and xtl, and
+# the Vulkan headers (the loader itself is opened at run time, never linked).
+base=(g++ cmake ninja-build libboost-dev libxsimd-dev xtl-dev libvulkan-dev)
 # The tests also need Catch2 (v2) and xtensor (a reference in some tests); lavapipe (Mesa's
 # CPU Vulkan driver), the Vulkan loader, the Khronos validation layer and glslc are there
-# for the GPU tests, which run on the CPU where no GPU is.
-tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc)
+# for the GPU tests, which run on the CPU where no GPU is; spirv-val checks every kernel.
+tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools)
 bench=(libeigen3-dev xtensor-dev)
 
 case "$mode" in
