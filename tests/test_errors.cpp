@@ -276,8 +276,9 @@ TEST_CASE("item on a non-scalar names the shape", "[errors]") {
 }
 
 TEST_CASE("device names: unknown, malformed, unavailable, and allocating on one", "[errors]") {
-  expect_error([] { kiln::device("vulkan:0"); }, "device", {"not available"}, {"vulkan:0"});
-  expect_error([] { kiln::device("metal:2"); }, "device", {"not available"}, {"metal:2"});
+  expect_error([] { kiln::device("vulkan:99"); }, "device", {"no such device"}, {"vulkan:99"});
+  expect_error([] { kiln::device("metal:0"); }, "device", {"not available"}, {"metal:0", "Apple"});
+  expect_error([] { kiln::device("metal:2"); }, "device", {"no such device"}, {"metal:2"});
   expect_error([] { kiln::device("foo"); }, "device", {"unknown device"}, {"foo"});
   expect_error([] { kiln::device("gpu:0"); }, "device", {"unknown device"}, {"gpu:0"});
   expect_error([] { kiln::device("cuda:-1"); }, "device", {"malformed"}, {"cuda:-1"});

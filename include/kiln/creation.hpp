@@ -1,6 +1,7 @@
 #pragma once
 // Making tensors: from host data, constants, ranges, identity. Every function takes the
-// device to create on (host until GPU backends are built in).
+// device to create on: constants are filled there by a kernel; values computed on the host
+// (data, ranges, identity) are made there and copied over once.
 #include "kiln/eval/assign.hpp"
 
 #include <cmath>
@@ -21,9 +22,9 @@ tensor<T> from(std::span<const T> data, const shape& s, const device& dev = {}) 
     throw error("from", "data size does not match the shape",
                 std::to_string(data.size()) + " values for shape " + s.str() + " (" +
                     std::to_string(numel(s)) + " elements)");
-  tensor<T> t(s, dev);
+  tensor<T> t(s);
   if (!data.empty()) std::memcpy(t.data(), data.data(), data.size() * sizeof(T));
-  return t;
+  return t.to(dev);
 }
 template <element T>
 tensor<T> from(const std::vector<T>& data, const shape& s, const device& dev = {}) {
@@ -69,11 +70,11 @@ tensor<T> arange(double start, double stop, double step = 1, const device& dev =
                 "start " + std::to_string(start) + ", stop " + std::to_string(stop) + ", step " +
                     std::to_string(step));
   const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
-  tensor<T> t(shape{n}, dev);
+  tensor<T> t(shape{n});
   T* p = t.data();
   for (std::int64_t i = 0; i < n; ++i)
     p[i] = convert<T>(start + static_cast<double>(i) * step);
-  return t;
+  return t.to(dev);
 }
 template <element T>
 tensor<T> arange(double stop, const device& dev = {}) {
@@ -84,12 +85,12 @@ tensor<T> arange(double stop, const device& dev = {}) {
 template <element T>
 tensor<T> linspace(double start, double stop, std::int64_t n, const device& dev = {}) {
   if (n < 0) throw error("linspace", "negative count", std::to_string(n));
-  tensor<T> t(shape{n}, dev);
+  tensor<T> t(shape{n});
   T* p = t.data();
   const double step = n > 1 ? (stop - start) / static_cast<double>(n - 1) : 0;
   for (std::int64_t i = 0; i < n; ++i)
     p[i] = convert<T>(i == n - 1 && n > 1 ? stop : start + static_cast<double>(i) * step);
-  return t;
+  return t.to(dev);
 }
 
 // An n x m matrix with ones on the diagonal.
@@ -97,10 +98,10 @@ template <element T>
 tensor<T> eye(std::int64_t n, std::int64_t m = -1, const device& dev = {}) {
   if (m < 0) m = n;
   if (n < 0) throw error("eye", "negative size", std::to_string(n));
-  tensor<T> t = zeros<T>(shape{n, m}, dev);
+  tensor<T> t = zeros<T>(shape{n, m});
   for (std::int64_t i = 0; i < std::min(n, m); ++i)
     t.data()[i * m + i] = T(1);
-  return t;
+  return t.to(dev);
 }
 
 } // namespace kiln

@@ -1,6 +1,7 @@
 #pragma once
-// kiln::device names where a tensor's storage lives: "host" now; "vulkan:N", "cuda:N" and
-// "metal:N" name GPU backends, which report themselves unavailable until built in.
+// kiln::device names where a tensor's storage lives: "host", or "vulkan:N", "cuda:N",
+// "metal:N" for GPU backends. Naming a device that is not usable here is a kiln::error with
+// the reason (backend.hpp asks the backend registry).
 #include "kiln/error.hpp"
 
 #include <cstdlib>
@@ -14,8 +15,8 @@ enum class device_kind : std::uint8_t { host, vulkan, cuda, metal };
 
 class device {
 public:
-  device() = default; // host
-  explicit device(std::string_view spec) { *this = parse(spec); }
+  device() = default;                     // host
+  explicit device(std::string_view spec); // defined in backend.hpp
   device(device_kind k, int index) : kind_(k), index_(index) {}
 
   device_kind kind() const noexcept { return kind_; }
@@ -53,8 +54,7 @@ private:
     else
       throw error("device", "unknown device",
                   "\"" + std::string(spec) + "\"; expected host, vulkan:N, cuda:N or metal:N");
-    const device d(k, index);
-    throw error("device", "backend is not available in this build of kiln", "device " + d.str());
+    return device(k, index);
   }
   device_kind kind_ = device_kind::host;
   int index_ = 0;
@@ -66,17 +66,6 @@ struct device_info {
   std::string description; // what it is, or why it is unavailable
 };
 
-// The devices kiln knows of on this machine, usable or not, each with a reason.
-inline std::vector<device_info> devices() {
-  return {{device{}, true, "host CPU (fused loops, xsimd, thread pool)"},
-          {device(device_kind::vulkan, 0), false, "the Vulkan backend is not built yet"},
-          {device(device_kind::cuda, 0), false, "the CUDA backend is not built yet"}};
-}
-
-// KILN_DEVICE, else host.
-inline device default_device() {
-  const char* env = std::getenv("KILN_DEVICE");
-  return env && *env ? device(std::string_view(env)) : device{};
-}
-
 } // namespace kiln
+
+#include "kiln/backend.hpp"

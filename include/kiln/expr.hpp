@@ -137,12 +137,36 @@ auto make_node(X&&... x) {
   return Node(detail::as_child<Peer>(std::forward<X>(x))...);
 }
 
+// An op's spelling in a device dialect (GLSL, CUDA C++, MSL): an expression in $0 $1 $2,
+// the operands already converted to the compute type, and $T, that type's name in the
+// dialect. Operands are variables, so a spelling may use one several times. The spelling
+// of the compute type's class is used, else `any`; none means "not on this device".
+struct spelling {
+  const char* boolean = nullptr; // bool (then integer, then any)
+  const char* integer = nullptr; // the integer types
+  const char* f32 = nullptr;     // float, and the 16-bit floats (they compute in float)
+  const char* f64 = nullptr;
+  const char* any = nullptr;
+  constexpr const char* pick(dtype compute) const noexcept {
+    const char* s = nullptr;
+    if (compute == dtype::b8)
+      s = boolean ? boolean : integer;
+    else if (compute == dtype::f64)
+      s = f64;
+    else if (is_floating(compute))
+      s = f32;
+    else
+      s = integer;
+    return s ? s : any;
+  }
+};
+
 // Base of every op definition: the slots the JIT (device spellings) and autodiff
 // (derivative rule) fill in for each op, empty until those components define them.
 struct op_base {
-  static constexpr const char* glsl = nullptr;
-  static constexpr const char* cuda = nullptr;
-  static constexpr const char* msl = nullptr;
+  static constexpr spelling glsl{};
+  static constexpr spelling cuda{};
+  static constexpr spelling msl{};
   static constexpr std::nullptr_t derivative = nullptr;
   // Compute types for which simd() exists; the host evaluator falls back to host().
   template <class T>

@@ -1,5 +1,5 @@
 #pragma once
-// Everything kiln offers on the host: include this one header.
+// Everything kiln offers, on the host and on GPU devices: include this one header.
 #include "kiln/creation.hpp"
 #include "kiln/device.hpp"
 #include "kiln/dtype.hpp"
@@ -16,3 +16,5 @@
 #include "kiln/random.hpp"
 #include "kiln/reduce.hpp"
 #include "kiln/tensor.hpp"
+// GPU devices: the JIT and its backends (jit/ is an include root of kiln::kiln).
+#include "kiln/jit/jit.hpp"

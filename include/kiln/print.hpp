@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,14 @@ void collect(const tensor<T>& t, int dim, std::int64_t off, bool summarise, std:
 template <element T>
 std::ostream& operator<<(std::ostream& os, const tensor<T>& t) {
   if (t.empty()) return os << "tensor(empty)";
+  if (!t.device().is_host()) { // shown from a host copy, with where it lives
+    const tensor<T> h = t.to(device{});
+    std::ostringstream s;
+    s << h;
+    std::string text = s.str();
+    text.insert(text.size() - 1, ", device=" + t.device().str());
+    return os << text;
+  }
   const std::string tail = ", dtype=" + std::string(name(t.dtype())) + ")";
   if (t.rank() == 0) return os << "tensor(" << detail::format_value(t.item(), false) << tail;
   if (t.size() == 0) return os << "tensor([], shape=" << t.shape().str() << tail;

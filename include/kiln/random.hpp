@@ -47,7 +47,7 @@ template <class T, class F>
 tensor<T> generate(const shape& s, const device& dev, F&& f) {
   static_assert(is_floating(dtype_of<T>()),
                 "kiln: random tensors are floating (f16, bf16, f32, f64)");
-  tensor<T> t = empty<T>(s, dev);
+  tensor<T> t = empty<T>(s); // drawn on the host (a function of seed and index), then moved
   T* p = t.data();
   const std::int64_t n = t.size();
   const int tasks = static_cast<int>(std::clamp<std::int64_t>(n / 65536, 1, num_threads()));
@@ -55,7 +55,7 @@ tensor<T> generate(const shape& s, const device& dev, F&& f) {
     for (std::int64_t i = n * k / tasks; i < n * (k + 1) / tasks; ++i)
       p[i] = f(static_cast<std::uint64_t>(i));
   });
-  return t;
+  return t.to(dev);
 }
 } // namespace detail
 

@@ -247,6 +247,17 @@ template <class R, class E>
 kiln::shape shape_of(const reduce_node<R, E>& n) {
   return n.result_shape();
 }
+template <class R, class E, class F>
+void visit_devices(const reduce_node<R, E>& n, F&& f) {
+  visit_devices(n.expr, f);
+}
+
+namespace detail {
+// A reduction on a GPU device: defined by the JIT (jit/kiln/jit/evaluate.hpp).
+template <class R, class E>
+void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
+                   const std::array<bool, max_rank>& mask);
+} // namespace detail
 
 namespace detail {
 
@@ -402,8 +413,14 @@ template <class R, class E>
 auto materialize(const reduce_node<R, E>& n) {
   const auto inner = detail::evaluate_leaf_copy(materialize(n.expr));
   const auto m = n.mask(shape_of(inner).size());
-  tensor<value_t<reduce_node<R, E>>> out(n.result_shape());
-  detail::run_reduction<R>(out, inner, m);
+  const kiln::device where = detail::device_of(inner);
+  tensor<value_t<reduce_node<R, E>>> out(n.result_shape(), where);
+  if (where.is_host()) {
+    detail::run_reduction<R>(out, inner, m);
+  } else {
+    detail::check_devices(inner, where, R::name);
+    detail::device_reduce<R>(out, inner, m);
+  }
   return out;
 }
 

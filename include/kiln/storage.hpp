@@ -1,6 +1,7 @@
 #pragma once
 // storage: one block of element memory on a device, shared by every tensor handle and
 // view over it. Host blocks are 64-byte aligned so SIMD loads of a fresh tensor align.
+// Device blocks are opaque handles of the device's backend: data() is null for them.
 #include "kiln/device.hpp"
 #include "kiln/dtype.hpp"
 
@@ -12,12 +13,22 @@ namespace kiln {
 
 class storage {
 public:
-  // Owned host memory, uninitialized.
-  storage(kiln::dtype dt, std::int64_t count) : dtype_(dt), count_(count) {
-    const std::size_t bytes = (static_cast<std::size_t>(count) * size_of(dt) + 63) / 64 * 64;
-    data_ = bytes ? std::aligned_alloc(64, bytes) : nullptr;
-    if (bytes && !data_)
-      throw error("alloc", "out of host memory", std::to_string(bytes) + " bytes");
+  // Owned memory on `dev` (host by default), uninitialized.
+  storage(kiln::dtype dt, std::int64_t count, const kiln::device& dev = {})
+      : dtype_(dt), count_(count), device_(dev) {
+    const std::size_t bytes = static_cast<std::size_t>(count) * size_of(dt);
+    if (!dev.is_host()) {
+      backend_ = backend_for(dev, "alloc");
+      if (const std::string why = backend_->unsupported(dt); !why.empty())
+        throw error("alloc", "dtype is not supported on this device",
+                    std::string(name(dt)) + " on " + dev.str() + ": " + why);
+      handle_ = backend_->allocate(bytes);
+      return;
+    }
+    const std::size_t padded = (bytes + 63) / 64 * 64;
+    data_ = padded ? std::aligned_alloc(64, padded) : nullptr;
+    if (padded && !data_)
+      throw error("alloc", "out of host memory", std::to_string(padded) + " bytes");
     owned_ = true;
   }
   // Borrowed memory (zero-copy views of other libraries' arrays): not freed here.
@@ -27,6 +38,7 @@ public:
   storage& operator=(const storage&) = delete;
   ~storage() {
     if (owned_) std::free(data_);
+    if (handle_) backend_->release(handle_);
   }
 
   void* data() const noexcept { return data_; }
@@ -34,6 +46,10 @@ public:
   std::int64_t count() const noexcept { return count_; }
   const kiln::device& device() const noexcept { return device_; }
   bool owned() const noexcept { return owned_; }
+  bool on_host() const noexcept { return device_.is_host(); }
+  // Device storage: its backend and the backend's handle of the memory.
+  kiln::backend* backend() const noexcept { return backend_.get(); }
+  void* handle() const noexcept { return handle_; }
 
 private:
   void* data_ = nullptr;
@@ -41,6 +57,8 @@ private:
   std::int64_t count_;
   kiln::device device_{};
   bool owned_ = false;
+  std::shared_ptr<kiln::backend> backend_;
+  void* handle_ = nullptr;
 };
 
 } // namespace kiln

@@ -55,6 +55,10 @@ template <class E>
 tensor<value_t<E>> evaluate(const E& e);
 template <class E>
 std::vector<value_t<E>> to_vector(const E& e);
+// The device an expression's leaves live on (host for an expression of scalars only); a
+// mix of devices is checked where the expression is evaluated.
+template <class E>
+kiln::device device_of(const E& e);
 
 // May values of type From be stored into a tensor<To> without an explicit cast?
 template <class From, class To>
@@ -102,7 +106,7 @@ public:
   template <class E>
   requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>) tensor(const E& e) {
     detail::check_assignable<value_t<E>, T>();
-    *this = tensor(shape_of(e));
+    *this = tensor(shape_of(e), detail::device_of(e));
     detail::assign(*this, e);
   }
 
@@ -110,7 +114,7 @@ public:
   // contiguous tensor whose shape differs, takes new storage of the source's shape.
   tensor& operator=(const tensor& other) & {
     if (this == &other) return *this;
-    prepare_for(other.shape());
+    prepare_for(other.shape(), other.device());
     detail::assign(*this, other);
     return *this;
   }
@@ -135,7 +139,7 @@ public:
       pending_assign<T, std::remove_cvref_t<E>>
   operator=(E&& e) & {
     detail::check_assignable<value_t<E>, T>();
-    prepare_for(shape_of(e));
+    prepare_for(shape_of(e), detail::device_of(e));
     return {*this, std::forward<E>(e)};
   }
   template <class E>
@@ -185,7 +189,8 @@ public:
   const std::shared_ptr<kiln::storage>& storage() const noexcept { return storage_; }
   // The element at the layout's offset; with strides(), addresses every element.
   T* data() const noexcept {
-    return storage_ ? static_cast<T*>(storage_->data()) + layout_.offset : nullptr;
+    return storage_ && storage_->data() ? static_cast<T*>(storage_->data()) + layout_.offset
+                                        : nullptr;
   }
 
   // --- reading (host)
@@ -194,7 +199,7 @@ public:
     if (size() != 1)
       throw error("item", "tensor is not a scalar",
                   "shape " + shape().str() + " has " + std::to_string(size()) + " elements");
-    return *data();
+    return read_element(0);
   }
   std::vector<T> to_vector() const { return detail::to_vector(*this); }
   // One element by multi-index (bounds-checked).
@@ -212,9 +217,27 @@ public:
                         shape().str());
       off += i * layout_.strides[d++];
     }
-    return data()[off];
+    return read_element(off);
   }
   tensor eval() const { return *this; }
+
+  // --- moving between devices: a copy on `dev` (this tensor if it already lives there).
+  // Reading a device tensor waits for the work queued before it; writing one does not.
+  tensor to(const kiln::device& dev) const {
+    require_storage("to");
+    if (dev == device()) return *this;
+    if (!device().is_host() && !dev.is_host()) return to(kiln::device{}).to(dev);
+    const tensor src = is_contiguous() ? *this : clone(); // contiguous, on our device
+    tensor r(shape(), dev);
+    const std::size_t bytes = static_cast<std::size_t>(size()) * sizeof(T);
+    if (bytes == 0) return r;
+    if (dev.is_host())
+      src.storage_->backend()->read(src.storage_->handle(), src.offset() * sizeof(T), r.data(),
+                                    bytes);
+    else
+      r.storage_->backend()->write(r.storage_->handle(), 0, src.data(), bytes);
+    return r;
+  }
 
   // --- views: no copy, writes go to the same storage
   tensor reshape(const kiln::shape& s) const {
@@ -265,8 +288,15 @@ public:
 
 private:
   static std::shared_ptr<kiln::storage> make_storage(std::int64_t n, const kiln::device& dev) {
-    if (!dev.is_host()) throw error("alloc", "device is not available", "device " + dev.str());
-    return std::make_shared<kiln::storage>(dtype_of<T>(), n);
+    return std::make_shared<kiln::storage>(dtype_of<T>(), n, dev);
+  }
+  // The element `off` elements past the layout's offset; a device tensor waits to read it.
+  T read_element(std::int64_t off) const {
+    if (storage_->on_host()) return data()[off];
+    T v;
+    storage_->backend()->read(storage_->handle(), (layout_.offset + off) * sizeof(T), &v,
+                              sizeof(T));
+    return v;
   }
   tensor view(kiln::layout l) const { return tensor(storage_, std::move(l)); }
   void require_storage(const char* op) const {
@@ -275,12 +305,13 @@ private:
   // Before writing values of shape s: allocate if empty. Values that broadcast to this
   // shape are written in place; otherwise a whole tensor takes new storage of shape s
   // (like resizing) and a view is left to fail with a shape error.
-  void prepare_for(const kiln::shape& s) {
+  // An empty tensor takes new storage on the values' device.
+  void prepare_for(const kiln::shape& s, const kiln::device& values_on) {
     if (storage_) {
       kiln::shape b = shape();
       if (shape() == s || (broadcast_into(b, s) && b == shape()) || !is_whole()) return;
     }
-    storage_ = make_storage(numel(s), device());
+    storage_ = make_storage(numel(s), storage_ ? device() : values_on);
     layout_ = layout::contiguous(s);
   }
   bool is_whole() const noexcept {

@@ -27,7 +27,7 @@ auto view_of(C& container) {
 
 template <class E>
 requires expression<E> xt::xarray<value_t<E>> to_xtensor(const E& e) {
-  const tensor<value_t<E>> t = detail::evaluate(e).contiguous();
+  const tensor<value_t<E>> t = detail::evaluate(e).to(device{}).contiguous();
   std::vector<std::size_t> shp(t.shape().begin(), t.shape().end());
   xt::xarray<value_t<E>> out(shp);
   std::copy(t.data(), t.data() + t.size(), out.data());

@@ -36,7 +36,48 @@ auto materialize(const expr_node<Op, C...>& n) {
   });
 }
 
+// Calls f(device) for every tensor leaf, reductions' inputs included (found by ADL, so
+// reduce.hpp adds its node kind).
+template <element T, class F>
+void visit_devices(const tensor<T>& t, F&& f) {
+  if (!t.empty()) f(t.device());
+}
+template <element T, class F>
+void visit_devices(const scalar_expr<T>&, F&&) {}
+template <class Op, class... C, class F>
+void visit_devices(const expr_node<Op, C...>& n, F&& f) {
+  hana::for_each(n.children, [&](const auto& c) { visit_devices(c, f); });
+}
+
 namespace detail {
+
+template <class E>
+kiln::device device_of(const E& e) {
+  kiln::device d;
+  bool first = true;
+  visit_devices(e, [&](const kiln::device& x) {
+    if (first) d = x;
+    first = false;
+  });
+  return d;
+}
+
+// Every leaf of e must live on `where`, the device of the target (or of the first leaf).
+template <class E>
+void check_devices(const E& e, const kiln::device& where, const char* op) {
+  visit_devices(e, [&](const kiln::device& x) {
+    if (x != where)
+      throw error(op, "operands live on different devices",
+                  "target on " + where.str() + ", an operand on " + x.str() +
+                      "; move it with .to(" + where.str() + ")");
+  });
+}
+
+// Evaluation on a GPU device: defined by the JIT (jit/kiln/jit/evaluate.hpp).
+template <element D, class E>
+void device_assign(const tensor<D>& dst, const E& e);
+template <class Tup, std::size_t... I>
+void device_run_outputs(const Tup& outs, std::index_sequence<I...>);
 
 template <class E>
 inline constexpr bool is_materialized =
@@ -330,7 +371,10 @@ bool overlaps_differently(const tensor<D>& dst, const E& e) {
 
 template <element D, class E>
 void assign(const tensor<D>& dst, const E& e) {
-  if constexpr (!is_materialized<E>) {
+  if (!dst.empty()) check_devices(e, dst.device(), "assign");
+  if (!dst.empty() && !dst.device().is_host()) {
+    device_assign(dst, e);
+  } else if constexpr (!is_materialized<E>) {
     assign(dst, materialize(e));
   } else {
     check_target(dst, e, "assign");
@@ -358,13 +402,22 @@ bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
 template <class Tup, std::size_t... I>
 void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
   const kiln::shape s = std::get<0>(outs).dst.shape();
+  const kiln::device where = std::get<0>(outs).dst.device();
   auto check = [&](const auto& o) {
+    if (o.dst.device() != where)
+      throw error("eval", "outputs live on different devices",
+                  where.str() + " and " + o.dst.device().str());
+    check_devices(*o.expr, where, "eval");
     check_target(o.dst, *o.expr, "eval");
     if (o.dst.shape() != s)
       throw error("eval", "outputs of one pass must have one shape",
                   "shapes " + s.str() + " and " + o.dst.shape().str());
   };
   (check(std::get<I>(outs)), ...);
+  if (!where.is_host()) {
+    device_run_outputs(outs, seq);
+    return;
+  }
   if (!(overlaps_any(std::get<I>(outs), outs, seq) || ...)) {
     pass(std::get<I>(outs)...).run();
     return;
@@ -404,8 +457,9 @@ tensor<value_t<E>> evaluate(const E& e) {
 template <class E>
 std::vector<value_t<E>> to_vector(const E& e) {
   using T = value_t<E>;
-  const tensor<T> v = evaluate(e);
-  if (v.empty()) return {};
+  const tensor<T> e0 = evaluate(e);
+  if (e0.empty()) return {};
+  const tensor<T> v = e0.device().is_host() ? e0 : e0.to(kiln::device{});
   // A new handle, not an assignment: assigning to v would write into the viewed storage.
   const tensor<T> t = v.is_contiguous() ? v : v.clone();
   return std::vector<T>(t.data(), t.data() + t.size());

@@ -20,6 +20,7 @@ inline constexpr bool simd_number = detail::is_simd_float<T> || detail::is_simd_
 
 struct add : op_base {
   static constexpr const char* name = "add";
+  static constexpr spelling glsl{.any = "($0 + $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -39,6 +40,7 @@ struct add : op_base {
 
 struct sub : op_base {
   static constexpr const char* name = "sub";
+  static constexpr spelling glsl{.any = "($0 - $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -58,6 +60,7 @@ struct sub : op_base {
 
 struct mul : op_base {
   static constexpr const char* name = "mul";
+  static constexpr spelling glsl{.any = "($0 * $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -77,6 +80,12 @@ struct mul : op_base {
 
 struct div : op_base {
   static constexpr const char* name = "div";
+  // Integers: the divisor is made safe first (both arms of a select may run, and
+  // INT_MIN / -1 traps on x86), then the results above are selected.
+  static constexpr spelling glsl{
+      .integer = "($1 == $T(0) ? $T(0) : ($T(-1) < $T(0) && $1 == ~$T(0)) ? $T(0) - $0 : "
+                 "$0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1))",
+      .any = "($0 / $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -98,6 +107,11 @@ struct div : op_base {
 
 struct mod : op_base {
   static constexpr const char* name = "mod";
+  static constexpr spelling glsl{
+      .integer = "(($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(0) : "
+                 "$0 - ($0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1)) * "
+                 "$1)",
+      .any = "kiln_fmod($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -117,6 +131,7 @@ struct mod : op_base {
 
 struct neg : op_base {
   static constexpr const char* name = "neg";
+  static constexpr spelling glsl{.integer = "($T(0) - $0)", .any = "(-$0)"};
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -140,6 +155,7 @@ struct neg : op_base {
 
 struct abs : op_base {
   static constexpr const char* name = "abs";
+  static constexpr spelling glsl{.integer = "($0 < $T(0) ? $T(0) - $0 : $0)", .any = "abs($0)"};
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -161,6 +177,8 @@ struct abs : op_base {
 
 struct sign : op_base {
   static constexpr const char* name = "sign";
+  static constexpr spelling glsl{.integer = "($0 > $T(0) ? $T(1) : $0 < $T(0) ? $T(-1) : $T(0))",
+                                 .any = "($0 > $T(0) ? $T(1) : $0 < $T(0) ? $T(-1) : $0)"};
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -180,6 +198,8 @@ struct sign : op_base {
 
 struct maximum : op_base {
   static constexpr const char* name = "maximum";
+  static constexpr spelling glsl{.integer = "($0 < $1 ? $1 : $0)",
+                                 .any = "((isnan($0) || isnan($1)) ? $0 + $1 : $0 < $1 ? $1 : $0)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -201,6 +221,8 @@ struct maximum : op_base {
 
 struct minimum : op_base {
   static constexpr const char* name = "minimum";
+  static constexpr spelling glsl{.integer = "($1 < $0 ? $1 : $0)",
+                                 .any = "((isnan($0) || isnan($1)) ? $0 + $1 : $1 < $0 ? $1 : $0)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -222,6 +244,10 @@ struct minimum : op_base {
 
 struct clamp : op_base {
   static constexpr const char* name = "clamp";
+  // minimum(maximum(x, lo), hi), with NaN propagating as in those two.
+  static constexpr spelling glsl{.integer = "($2 < ($0 < $1 ? $1 : $0) ? $2 : ($0 < $1 ? $1 : $0))",
+                                 .any = "((isnan($0) || isnan($1) || isnan($2)) ? $0 + $1 + $2 : "
+                                        "$2 < ($0 < $1 ? $1 : $0) ? $2 : ($0 < $1 ? $1 : $0))"};
   static constexpr int arity = 3;
   using rule = rules::arithmetic;
   template <class T>

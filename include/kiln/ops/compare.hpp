@@ -10,6 +10,7 @@ namespace kiln::ops {
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr int arity = 2;                                                                \
+    static constexpr spelling glsl{.any = "($0 " #sym " $1)"};                                     \
     using rule = rules::comparison;                                                                \
     template <class T>                                                                             \
     static bool host(T a, T b) {                                                                   \

@@ -8,24 +8,28 @@ namespace kiln::ops {
 
 struct logical_and : op_base {
   static constexpr const char* name = "logical_and";
+  static constexpr spelling glsl{.any = "($0 && $1)"};
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a && b; }
 };
 struct logical_or : op_base {
   static constexpr const char* name = "logical_or";
+  static constexpr spelling glsl{.any = "($0 || $1)"};
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a || b; }
 };
 struct logical_xor : op_base {
   static constexpr const char* name = "logical_xor";
+  static constexpr spelling glsl{.any = "($0 != $1)"};
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a != b; }
 };
 struct logical_not : op_base {
   static constexpr const char* name = "logical_not";
+  static constexpr spelling glsl{.any = "(!$0)"};
   static constexpr int arity = 1;
   using rule = rules::logical;
   static bool host(bool a) { return !a; }
@@ -33,6 +37,7 @@ struct logical_not : op_base {
 
 struct bit_and : op_base {
   static constexpr const char* name = "bit_and";
+  static constexpr spelling glsl{.boolean = "($0 && $1)", .integer = "($0 & $1)"};
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -48,6 +53,7 @@ struct bit_and : op_base {
 };
 struct bit_or : op_base {
   static constexpr const char* name = "bit_or";
+  static constexpr spelling glsl{.boolean = "($0 || $1)", .integer = "($0 | $1)"};
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -63,6 +69,7 @@ struct bit_or : op_base {
 };
 struct bit_xor : op_base {
   static constexpr const char* name = "bit_xor";
+  static constexpr spelling glsl{.boolean = "($0 != $1)", .integer = "($0 ^ $1)"};
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -78,6 +85,7 @@ struct bit_xor : op_base {
 };
 struct bit_not : op_base {
   static constexpr const char* name = "bit_not";
+  static constexpr spelling glsl{.boolean = "(!$0)", .integer = "(~$0)"};
   static constexpr int arity = 1;
   using rule = rules::bitwise;
   template <class T>

@@ -120,6 +120,7 @@ B simd_sigmoid(const B& x) {
 #define KILN_FLOAT_UNARY(Name, host_expr, simd_expr)                                               \
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
+    static constexpr spelling glsl{.any = "kiln_" #Name "($0)"};                                   \
     static constexpr int arity = 1;                                                                \
     using rule = rules::floating;                                                                  \
     template <class T>                                                                             \
@@ -170,6 +171,7 @@ KILN_FLOAT_UNARY(sigmoid, edges::host_sigmoid(x), edges::simd_sigmoid(x))
 // f32 erf is within 8 ulp and stays vectorized (measured in tests/test_ops.cpp).
 struct erf : op_base {
   static constexpr const char* name = "erf";
+  static constexpr spelling glsl{.any = "kiln_erf($0)"};
   static constexpr int arity = 1;
   using rule = rules::floating;
   template <class T>
@@ -185,6 +187,7 @@ struct erf : op_base {
 };
 struct erfc : op_base {
   static constexpr const char* name = "erfc";
+  static constexpr spelling glsl{.any = "kiln_erfc($0)"};
   static constexpr int arity = 1;
   using rule = rules::floating;
   template <class T>
@@ -196,6 +199,7 @@ struct erfc : op_base {
 #define KILN_FLOAT_BINARY(Name, host_expr, simd_expr)                                              \
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
+    static constexpr spelling glsl{.any = "kiln_" #Name "($0, $1)"};                               \
     static constexpr int arity = 2;                                                                \
     using rule = rules::floating;                                                                  \
     template <class T>                                                                             \
@@ -216,6 +220,7 @@ KILN_FLOAT_BINARY(atan2, std::atan2(x, y), edges::simd_atan2(x, y))
 // fmod: exact in the C library; xsimd 8's rounds the quotient (see ops::mod).
 struct fmod : op_base {
   static constexpr const char* name = "fmod";
+  static constexpr spelling glsl{.any = "kiln_fmod($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::floating;
   template <class T>
@@ -229,6 +234,7 @@ struct fmod : op_base {
 // within 1 ulp and follows C99 Annex F, so pow runs on it.
 struct pow : op_base {
   static constexpr const char* name = "pow";
+  static constexpr spelling glsl{.any = "kiln_pow($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::floating;
   template <class T>
@@ -241,6 +247,7 @@ struct pow : op_base {
 #define KILN_ROUNDING(Name, host_expr, simd_expr)                                                  \
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
+    static constexpr spelling glsl{.integer = "$0", .any = "kiln_" #Name "($0)"};                  \
     static constexpr int arity = 1;                                                                \
     using rule = rules::rounding;                                                                  \
     template <class T>                                                                             \

@@ -7,6 +7,7 @@ namespace kiln::ops {
 
 struct where : op_base {
   static constexpr const char* name = "where";
+  static constexpr spelling glsl{.any = "($0 ? $1 : $2)"};
   static constexpr int arity = 3;
   using rule = rules::select;
   template <class T>
@@ -15,9 +16,10 @@ struct where : op_base {
   }
 };
 
-#define KILN_PREDICATE(Name, float_expr, int_value)                                                \
+#define KILN_PREDICATE(Name, float_expr, int_value, glsl_float)                                    \
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
+    static constexpr spelling glsl{.integer = #int_value, .any = glsl_float};                      \
     static constexpr int arity = 1;                                                                \
     using rule = rules::predicate;                                                                 \
     template <class T>                                                                             \
@@ -28,14 +30,15 @@ struct where : op_base {
         return int_value;                                                                          \
     }                                                                                              \
   };
-KILN_PREDICATE(isnan, std::isnan(x), false)
-KILN_PREDICATE(isinf, std::isinf(x), false)
-KILN_PREDICATE(isfinite, std::isfinite(x), true)
+KILN_PREDICATE(isnan, std::isnan(x), false, "isnan($0)")
+KILN_PREDICATE(isinf, std::isinf(x), false, "isinf($0)")
+KILN_PREDICATE(isfinite, std::isfinite(x), true, "(!isnan($0) && !isinf($0))")
 #undef KILN_PREDICATE
 
 template <element To>
 struct cast : op_base {
   static constexpr const char* name = "cast";
+  static constexpr spelling glsl{.any = "$0"}; // converted on the way out too
   static constexpr int arity = 1;
   using rule = rules::conversion<To>;
   template <class T>

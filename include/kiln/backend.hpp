@@ -1,0 +1,144 @@
+#pragma once
+// A backend is a device's runtime as the DSL sees it: memory, moving bytes, waiting. Kernels
+// are not here: they are generated from expression types by the JIT (jit/kiln/jit/), which
+// knows each backend's concrete type. Backends register a provider at static-initialization
+// time; kiln::device("vulkan:0") and kiln::devices() ask the registry.
+#include "kiln/device.hpp"
+#include "kiln/dtype.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct memory_info {
+  std::uint64_t in_use = 0;   // bytes held by live tensors
+  std::uint64_t reserved = 0; // bytes held from the device, cached blocks included
+  std::uint64_t peak = 0;     // the highest in_use so far
+};
+
+class backend {
+public:
+  virtual ~backend() = default;
+  virtual kiln::device device() const = 0;
+  virtual std::string describe() const = 0;
+  // An empty string if tensors of this dtype can live and compute here, else why not.
+  virtual std::string unsupported(dtype) const = 0;
+  // Device memory, as an opaque handle that stays valid until release().
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* handle) noexcept = 0;
+  // Host -> device (ordered after queued work that used the memory), device -> host
+  // (waits for the queue), device -> device (queued).
+  virtual void write(void* handle, std::size_t offset, const void* src, std::size_t bytes) = 0;
+  virtual void read(void* handle, std::size_t offset, void* dst, std::size_t bytes) = 0;
+  virtual void copy(void* src, std::size_t src_offset, void* dst, std::size_t dst_offset,
+                    std::size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  virtual memory_info stats() const = 0;
+  virtual void empty_cache() = 0;
+};
+
+// How a backend kind makes itself known: what it can list, and how it opens device N.
+struct backend_provider {
+  device_kind kind;
+  std::function<std::vector<device_info>()> list;
+  std::function<std::shared_ptr<backend>(int index)> open;
+};
+
+namespace detail {
+struct backend_registry {
+  std::mutex mutex;
+  std::vector<backend_provider> providers;
+  static backend_registry& instance() {
+    static backend_registry r;
+    return r;
+  }
+};
+} // namespace detail
+
+inline bool register_backend(backend_provider p) {
+  auto& r = detail::backend_registry::instance();
+  std::lock_guard lock(r.mutex);
+  r.providers.push_back(std::move(p));
+  return true;
+}
+
+// The open backend of a non-host device; throws kiln::error if it is unavailable.
+inline std::shared_ptr<backend> backend_for(const device& d, const char* op = "device") {
+  auto& r = detail::backend_registry::instance();
+  backend_provider p;
+  {
+    std::lock_guard lock(r.mutex);
+    for (const auto& q : r.providers)
+      if (q.kind == d.kind()) p = q;
+  }
+  if (!p.open)
+    throw error(op, "device is not available",
+                d.str() + ": its backend is not built into this program; include <kiln/kiln.hpp>");
+  return p.open(d.index());
+}
+
+namespace detail {
+inline std::vector<device_info> list_devices() {
+  std::vector<device_info> out{{device{}, true, "host CPU (fused loops, xsimd, thread pool)"}};
+  std::vector<backend_provider> ps;
+  {
+    auto& r = backend_registry::instance();
+    std::lock_guard lock(r.mutex);
+    ps = r.providers;
+  }
+  for (device_kind k : {device_kind::vulkan, device_kind::cuda, device_kind::metal}) {
+    bool found = false;
+    for (const auto& p : ps)
+      if (p.kind == k) {
+        found = true;
+        for (auto& i : p.list())
+          out.push_back(std::move(i));
+      }
+    if (!found)
+      out.push_back({device(k, 0), false,
+                     k == device_kind::metal ? "Metal runs only on Apple platforms"
+                                             : "this backend is not built into kiln yet"});
+  }
+  return out;
+}
+} // namespace detail
+
+inline std::vector<device_info> devices() { return detail::list_devices(); }
+
+// A device named by a string must be usable here; this says why not.
+inline device::device(std::string_view spec) : device(parse(spec)) {
+  if (is_host()) return;
+  for (const auto& i : detail::list_devices())
+    if (i.device == *this) {
+      if (!i.available)
+        throw error("device", "device is not available", str() + ": " + i.description);
+      return;
+    }
+  throw error("device", "no such device", str() + " is not among kiln::devices() on this machine");
+}
+
+// KILN_DEVICE, else host.
+inline device default_device() {
+  const char* env = std::getenv("KILN_DEVICE");
+  return env && *env ? device(std::string_view(env)) : device{};
+}
+
+// Bytes in use, reserved and peak on a device (host: zeros; host memory is malloc's).
+inline memory_info memory_stats(const device& d) {
+  return d.is_host() ? memory_info{} : backend_for(d)->stats();
+}
+// Returns cached, unused device blocks to the device.
+inline void empty_cache(const device& d) {
+  if (!d.is_host()) backend_for(d)->empty_cache();
+}
+// Waits until every queued operation on the device has finished.
+inline void synchronize(const device& d) {
+  if (!d.is_host()) backend_for(d)->synchronize();
+}
+
+} // namespace kiln

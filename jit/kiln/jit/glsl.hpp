@@ -1,0 +1,175 @@
+#pragma once
+// GLSL code generation: kernel IR -> a compute shader (GLSL 4.50 for Vulkan).
+// - Buffers: inputs at bindings 0.., outputs after them; 16-bit floats are stored as
+//   uint16_t bits and bool as uint8_t, so no float16 arithmetic is needed.
+// - Parameters (n, merged extents, per buffer its element offset and strides, scalars) are
+//   one block: push constants when they fit, else a storage buffer at the next binding.
+// - The workgroup size is specialization constant 0; a grid-stride loop covers any n, and
+//   nothing depends on the subgroup size.
+// - Registers hold compute types: 16-bit floats as float, already rounded to their type.
+#include "kiln/jit/glsl_convert.hpp"
+#include "kiln/jit/glsl_math.hpp"
+#include "kiln/jit/ir.hpp"
+#include "kiln/jit/params.hpp"
+
+#include <set>
+#include <string>
+
+namespace kiln::jit::glsl {
+
+inline const char* storage_type(dtype d) {
+  switch (d) {
+  case dtype::b8:
+  case dtype::u8:
+    return "uint8_t";
+  case dtype::i32:
+    return "int";
+  case dtype::u32:
+    return "uint";
+  case dtype::i64:
+    return "int64_t";
+  case dtype::f16:
+  case dtype::bf16:
+    return "uint16_t";
+  case dtype::f32:
+    return "float";
+  case dtype::f64:
+    return "double";
+  }
+  return "?";
+}
+
+// Replaces $0 $1 $2 with the operands and $T with the compute type.
+inline std::string expand(const char* pattern, const std::string* args, const char* type) {
+  std::string out;
+  for (const char* p = pattern; *p; ++p) {
+    if (*p == '$' && p[1] >= '0' && p[1] <= '2') {
+      out += args[p[1] - '0'];
+      ++p;
+    } else if (*p == '$' && p[1] == 'T') {
+      out += type;
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
+
+// The names of kiln_ library functions a spelling calls.
+inline void math_calls(const char* s, std::set<std::string>& names) {
+  for (const char* p = std::strstr(s, "kiln_"); p; p = std::strstr(p + 1, "kiln_")) {
+    const char* e = p;
+    while (std::isalnum(static_cast<unsigned char>(*e)) || *e == '_')
+      ++e;
+    names.insert(std::string(p, e));
+    p = e - 1;
+  }
+}
+
+inline std::string var(std::int32_t v) { return "v" + std::to_string(v); }
+
+// The GLSL of one kernel. `layout` says where its parameters go.
+inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
+  const auto used = ir.dtypes_used();
+  auto uses = [&](dtype d) { return used[static_cast<int>(d)]; };
+  const bool small_storage = uses(dtype::b8) || uses(dtype::u8);
+  const bool half_storage = uses(dtype::f16) || uses(dtype::bf16);
+  std::string s = "#version 450\n";
+  s += "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
+  if (small_storage) s += "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (half_storage) s += "#extension GL_EXT_shader_16bit_storage : require\n";
+  s += "layout(local_size_x_id = 0) in;\n";
+
+  const std::size_t nin = ir.inputs.size();
+  for (std::size_t b = 0; b < nin + ir.outputs.size(); ++b) {
+    const bool in = b < nin;
+    const dtype d = in ? ir.inputs[b] : ir.outputs[b - nin];
+    s += "layout(std430, binding = " + std::to_string(b) + ") " + (in ? "readonly" : "writeonly") +
+         " buffer B" + std::to_string(b) + " { " + storage_type(d) + " d[]; } b" +
+         std::to_string(b) + ";\n";
+  }
+  s += layout.declaration(static_cast<int>(nin + ir.outputs.size()));
+
+  // Library code: conversions and the math functions the spellings call, per float type.
+  std::set<std::string> calls;
+  for (const auto& in : ir.code)
+    if (in.code == ir_code::apply) {
+      const char* sp = in.op->glsl->pick(in.compute);
+      if (!sp)
+        throw error("jit", "op has no GLSL spelling",
+                    std::string(in.op->name) + " on " + std::string(name(in.compute)));
+      math_calls(sp, calls);
+    }
+  s += conversion_library(used);
+  const std::vector<std::string_view> names(calls.begin(), calls.end());
+  if (!names.empty()) {
+    if (uses(dtype::f16) || uses(dtype::bf16) || uses(dtype::f32)) s += math_source(names, "float");
+    if (uses(dtype::f64)) s += math_source(names, "double");
+  }
+
+  const char* I = ir.wide_index ? "int64_t" : "int";
+  s += "void main() {\n";
+  s += std::string("  const ") + I + " step = " + I + "(gl_NumWorkGroups.x) * " + I +
+       "(gl_WorkGroupSize.x);\n";
+  s += std::string("  for (") + I + " i = " + I +
+       "(gl_GlobalInvocationID.x); i < P.n; i += step) {\n";
+  const int nbuf = static_cast<int>(nin + ir.outputs.size());
+  // Each buffer's element index for element i.
+  if (ir.strided) {
+    s += std::string("    ") + I + " r = i;\n";
+    for (int d = ir.rank - 1; d >= 0; --d) {
+      const std::string c = "c" + std::to_string(d), e = "P.e" + std::to_string(d);
+      if (d > 0)
+        s += std::string("    const ") + I + " " + c + " = r % " + e + "; r /= " + e + ";\n";
+      else
+        s += std::string("    const ") + I + " " + c + " = r;\n";
+    }
+    for (int b = 0; b < nbuf; ++b) {
+      s += std::string("    const ") + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b);
+      for (int d = 0; d < ir.rank; ++d)
+        s += " + c" + std::to_string(d) + " * P.s" + std::to_string(b) + "_" + std::to_string(d);
+      s += ";\n";
+    }
+  } else {
+    for (int b = 0; b < nbuf; ++b)
+      s += std::string("    const ") + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b) +
+           " + i;\n";
+  }
+
+  for (std::size_t v = 0; v < ir.code.size(); ++v) {
+    const ir_instr& in = ir.code[v];
+    std::string rhs;
+    switch (in.code) {
+    case ir_code::load:
+      rhs = load_expr(in.type,
+                      "b" + std::to_string(in.slot) + ".d[a" + std::to_string(in.slot) + "]");
+      break;
+    case ir_code::param:
+      rhs = param_expr(in.type, "P.p" + std::to_string(in.slot));
+      break;
+    case ir_code::convert:
+      rhs = convert_expr(ir.code[in.args[0]].type, in.type, var(in.args[0]));
+      break;
+    case ir_code::apply: {
+      std::string args[3];
+      for (int a = 0; a < in.nargs; ++a)
+        args[a] = var(in.args[a]);
+      // The op computes in `compute`; its result has the host() result type `type`.
+      rhs = expand(in.op->glsl->pick(in.compute), args, register_type(in.compute));
+      if (compute_dtype(in.type) != in.type) rhs = round_expr(in.type, rhs);
+      break;
+    }
+    }
+    s += std::string("    const ") + register_type(in.type) + " " +
+         var(static_cast<std::int32_t>(v)) + " = " + rhs + ";\n";
+  }
+  for (std::size_t o = 0; o < ir.outputs.size(); ++o) {
+    const std::string b = std::to_string(nin + o);
+    s += "    b" + b + ".d[a" + b + "] = " + store_expr(ir.outputs[o], var(ir.results[o])) + ";\n";
+  }
+  s += "  }\n}\n";
+  return s;
+}
+
+} // namespace kiln::jit::glsl

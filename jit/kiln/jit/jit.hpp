@@ -1,0 +1,4 @@
+#pragma once
+// The fusion JIT: evaluation of expressions on GPU devices, and the backends built in.
+#include "kiln/jit/evaluate.hpp"
+#include "kiln/jit/reduce.hpp"

@@ -1,0 +1,50 @@
+#pragma once
+// What the JIT needs of a GPU backend beyond kiln::backend's memory and queue: its limits,
+// turning kernel IR into a launchable kernel (code generation, compilation and caching
+// are the backend's, as each has its own dialect and compiler), and launching.
+#include "kiln/backend.hpp"
+#include "kiln/jit/ir.hpp"
+#include "kiln/jit/params.hpp"
+
+#include <memory>
+#include <span>
+
+namespace kiln::jit {
+
+// A compiled kernel, ready to launch on its backend.
+struct kernel {
+  kernel(const kernel_ir& ir, param_layout l) : layout(std::move(l)), ir_inputs(ir.inputs.size()) {}
+  virtual ~kernel() = default;
+  param_layout layout;
+  std::size_t ir_inputs;
+  bool from_cache = false; // compiled binary came from the disk cache
+  double compile_ms = 0;   // time to make it (codegen, compile or cache load, pipeline)
+};
+
+// One buffer argument: a storage's backend handle.
+struct buffer_arg {
+  void* handle;
+};
+
+class jit_backend : public kiln::backend {
+public:
+  // Bytes of parameters a kernel takes inline (push constants, kernel arguments).
+  virtual std::uint32_t max_inline_params() const = 0;
+  // Buffers one kernel may bind (inputs + outputs), after any reserved for parameters.
+  virtual int max_buffers() const = 0;
+  // Compiles (or finds in its caches) the kernel for this IR.
+  virtual std::shared_ptr<kernel> compile(const kernel_ir& ir) = 0;
+  // Queues the kernel over n elements; returns without waiting.
+  virtual void launch(const kernel& k, std::span<const buffer_arg> buffers,
+                      std::span<const std::byte> params, std::int64_t n) = 0;
+  // Why a kernel using these dtypes cannot run here ("" if it can).
+  virtual std::string cannot_run(const std::array<bool, 9>& dtypes_used) const = 0;
+};
+
+// Counts compiles (tests check that new sizes and scalars reuse kernels).
+inline std::atomic<std::uint64_t>& compile_count() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+
+} // namespace kiln::jit
