@@ -12,6 +12,8 @@
 #include "kiln/jit/ir.hpp"
 #include "kiln/jit/params.hpp"
 
+#include <cctype>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -69,18 +71,20 @@ inline void math_calls(const char* s, std::set<std::string>& names) {
 
 inline std::string var(std::int32_t v) { return "v" + std::to_string(v); }
 
-// The GLSL of one kernel. `layout` says where its parameters go.
-inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
-  const auto used = ir.dtypes_used();
+// Everything before the kernel's body: version, extensions, buffers (IR inputs, then its
+// outputs), the parameter block, conversion and math helpers.
+inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
+                            std::initializer_list<dtype> also_used = {}) {
+  auto used = ir.dtypes_used();
+  for (dtype d : also_used)
+    used[static_cast<int>(d)] = true;
   auto uses = [&](dtype d) { return used[static_cast<int>(d)]; };
-  const bool small_storage = uses(dtype::b8) || uses(dtype::u8);
-  const bool half_storage = uses(dtype::f16) || uses(dtype::bf16);
   std::string s = "#version 450\n";
   s += "#extension GL_EXT_shader_explicit_arithmetic_types : require\n";
-  if (small_storage) s += "#extension GL_EXT_shader_8bit_storage : require\n";
-  if (half_storage) s += "#extension GL_EXT_shader_16bit_storage : require\n";
+  if (uses(dtype::b8) || uses(dtype::u8)) s += "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (uses(dtype::f16) || uses(dtype::bf16))
+    s += "#extension GL_EXT_shader_16bit_storage : require\n";
   s += "layout(local_size_x_id = 0) in;\n";
-
   const std::size_t nin = ir.inputs.size();
   for (std::size_t b = 0; b < nin + ir.outputs.size(); ++b) {
     const bool in = b < nin;
@@ -90,8 +94,6 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
          std::to_string(b) + ";\n";
   }
   s += layout.declaration(static_cast<int>(nin + ir.outputs.size()));
-
-  // Library code: conversions and the math functions the spellings call, per float type.
   std::set<std::string> calls;
   for (const auto& in : ir.code)
     if (in.code == ir_code::apply) {
@@ -107,43 +109,48 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
     if (uses(dtype::f16) || uses(dtype::bf16) || uses(dtype::f32)) s += math_source(names, "float");
     if (uses(dtype::f64)) s += math_source(names, "double");
   }
+  return s;
+}
 
-  const char* I = ir.wide_index ? "int64_t" : "int";
-  s += "void main() {\n";
-  s += std::string("  const ") + I + " step = " + I + "(gl_NumWorkGroups.x) * " + I +
-       "(gl_WorkGroupSize.x);\n";
-  s += std::string("  for (") + I + " i = " + I +
-       "(gl_GlobalInvocationID.x); i < P.n; i += step) {\n";
-  const int nbuf = static_cast<int>(nin + ir.outputs.size());
-  // Each buffer's element index for element i.
+inline const char* index_type(const kernel_ir& ir) { return ir.wide_index ? "int64_t" : "int"; }
+// Buffer b's element for this i. GLSL indexes arrays with 32-bit integers; 64-bit indexing
+// is for counts and offsets past 2^31, and a buffer's range (at most 4 GiB) keeps each
+// element index below 2^32, so it indexes as uint.
+inline std::string at(const kernel_ir& ir, int b) {
+  const std::string a = "a" + std::to_string(b);
+  return ir.wide_index ? "uint(" + a + ")" : a;
+}
+
+// The body computing element i: each of the first `buffers` buffers' element index a<b>,
+// then the SSA values v<k>.
+inline std::string element_code(const kernel_ir& ir, int buffers, const std::string& pad) {
+  const std::string I = index_type(ir);
+  std::string s;
   if (ir.strided) {
-    s += std::string("    ") + I + " r = i;\n";
+    s += pad + I + " r = i;\n";
     for (int d = ir.rank - 1; d >= 0; --d) {
       const std::string c = "c" + std::to_string(d), e = "P.e" + std::to_string(d);
       if (d > 0)
-        s += std::string("    const ") + I + " " + c + " = r % " + e + "; r /= " + e + ";\n";
+        s += pad + "const " + I + " " + c + " = r % " + e + "; r /= " + e + ";\n";
       else
-        s += std::string("    const ") + I + " " + c + " = r;\n";
+        s += pad + "const " + I + " " + c + " = r;\n";
     }
-    for (int b = 0; b < nbuf; ++b) {
-      s += std::string("    const ") + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b);
+    for (int b = 0; b < buffers; ++b) {
+      s += pad + "const " + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b);
       for (int d = 0; d < ir.rank; ++d)
         s += " + c" + std::to_string(d) + " * P.s" + std::to_string(b) + "_" + std::to_string(d);
       s += ";\n";
     }
   } else {
-    for (int b = 0; b < nbuf; ++b)
-      s += std::string("    const ") + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b) +
-           " + i;\n";
+    for (int b = 0; b < buffers; ++b)
+      s += pad + "const " + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b) + " + i;\n";
   }
-
   for (std::size_t v = 0; v < ir.code.size(); ++v) {
     const ir_instr& in = ir.code[v];
     std::string rhs;
     switch (in.code) {
     case ir_code::load:
-      rhs = load_expr(in.type,
-                      "b" + std::to_string(in.slot) + ".d[a" + std::to_string(in.slot) + "]");
+      rhs = load_expr(in.type, "b" + std::to_string(in.slot) + ".d[" + at(ir, in.slot) + "]");
       break;
     case ir_code::param:
       rhs = param_expr(in.type, "P.p" + std::to_string(in.slot));
@@ -157,16 +164,31 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
         args[a] = var(in.args[a]);
       // The op computes in `compute`; its result has the host() result type `type`.
       rhs = expand(in.op->glsl->pick(in.compute), args, register_type(in.compute));
-      if (compute_dtype(in.type) != in.type) rhs = round_expr(in.type, rhs);
       break;
     }
     }
-    s += std::string("    const ") + register_type(in.type) + " " +
-         var(static_cast<std::int32_t>(v)) + " = " + rhs + ";\n";
+    s += pad + "const " + register_type(in.type) + " " + var(static_cast<std::int32_t>(v)) + " = " +
+         rhs + ";\n";
   }
+  return s;
+}
+
+// An elementwise kernel: a grid-stride loop storing every output.
+inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
+  const std::string I = index_type(ir);
+  const std::size_t nin = ir.inputs.size();
+  std::string s = preamble(ir, layout);
+  s += "void main() {\n";
+  s += "  // The product in uint first: converting the spec constant itself needs Kernel "
+       "capability.\n"
+       "  const " +
+       I + " step = " + I + "(gl_NumWorkGroups.x * gl_WorkGroupSize.x);\n";
+  s += "  for (" + I + " i = " + I + "(gl_GlobalInvocationID.x); i < P.n; i += step) {\n";
+  s += element_code(ir, static_cast<int>(nin + ir.outputs.size()), "    ");
   for (std::size_t o = 0; o < ir.outputs.size(); ++o) {
     const std::string b = std::to_string(nin + o);
-    s += "    b" + b + ".d[a" + b + "] = " + store_expr(ir.outputs[o], var(ir.results[o])) + ";\n";
+    s += "    b" + b + ".d[" + at(ir, static_cast<int>(nin + o)) +
+         "] = " + store_expr(ir.outputs[o], var(ir.results[o])) + ";\n";
   }
   s += "  }\n}\n";
   return s;

@@ -5,6 +5,7 @@
 #include "kiln/backend.hpp"
 #include "kiln/jit/ir.hpp"
 #include "kiln/jit/params.hpp"
+#include "kiln/jit/reduce_spec.hpp"
 
 #include <memory>
 #include <span>
@@ -34,6 +35,8 @@ public:
   virtual int max_buffers() const = 0;
   // Compiles (or finds in its caches) the kernel for this IR.
   virtual std::shared_ptr<kernel> compile(const kernel_ir& ir) = 0;
+  // The same for a reduction kernel: `ir` computes the reduced values (see glsl_reduce.hpp).
+  virtual std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) = 0;
   // Queues the kernel over n elements; returns without waiting.
   virtual void launch(const kernel& k, std::span<const buffer_arg> buffers,
                       std::span<const std::byte> params, std::int64_t n) = 0;

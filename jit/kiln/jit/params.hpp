@@ -6,6 +6,7 @@
 // alike) packs them with no padding and the host writes them with plain memcpy.
 #include "kiln/jit/ir.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
@@ -18,6 +19,7 @@ struct param_layout {
   bool strided = false;
   int rank = 1; // extents/strides per buffer (strided kernels)
   int buffers = 0;
+  int extras = 0; // more index fields after n (x0, x1, ...), for kernel templates
   std::vector<dtype> scalars;
   std::vector<std::uint32_t> scalar_offset; // byte offset of each scalar
   std::uint32_t index_bytes = 0; // bytes of the index fields (first or after 8-byte scalars)
@@ -27,12 +29,13 @@ struct param_layout {
 
   static std::uint32_t scalar_size(dtype d) { return d == dtype::i64 || d == dtype::f64 ? 8 : 4; }
   int index_fields() const {
-    return 1 + (strided ? rank : 0) + buffers * (1 + (strided ? rank : 0));
+    return 1 + extras + (strided ? rank : 0) + buffers * (1 + (strided ? rank : 0));
   }
 
-  param_layout(const kernel_ir& ir, std::uint32_t max_push_bytes)
+  param_layout(const kernel_ir& ir, std::uint32_t max_push_bytes, int extra_fields = 0)
       : wide(ir.wide_index), strided(ir.strided), rank(ir.rank),
-        buffers(static_cast<int>(ir.inputs.size() + ir.outputs.size())), scalars(ir.scalars) {
+        buffers(static_cast<int>(ir.inputs.size() + ir.outputs.size())), extras(extra_fields),
+        scalars(ir.scalars) {
     const std::uint32_t isz = wide ? 8 : 4;
     std::uint32_t off = 0;
     scalar_offset.resize(scalars.size());
@@ -68,6 +71,8 @@ struct param_layout {
       o += isz;
     };
     index("n");
+    for (int x = 0; x < extras; ++x)
+      index("x" + std::to_string(x));
     if (strided)
       for (int d = 0; d < rank; ++d)
         index("e" + std::to_string(d));
@@ -116,7 +121,8 @@ struct param_layout {
   template <class Strides>
   void pack(std::byte* out, std::int64_t n, const std::int64_t* extents,
             const std::int64_t* offsets, const Strides& strides,
-            std::span<const std::uint64_t> scalar_bits) const {
+            std::span<const std::uint64_t> scalar_bits,
+            std::span<const std::int64_t> extra_values = {}) const {
     std::byte* p = out + index_offset;
     auto put = [&](std::int64_t v) {
       if (wide) {
@@ -129,6 +135,8 @@ struct param_layout {
       }
     };
     put(n);
+    for (int x = 0; x < extras; ++x)
+      put(extra_values[x]);
     if (strided)
       for (int d = 0; d < rank; ++d)
         put(extents[d]);

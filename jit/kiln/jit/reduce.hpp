@@ -1,14 +1,177 @@
 #pragma once
-// Reductions on a GPU device (kernel templates in kernels/kiln/kernels/).
+// Reductions on a GPU device: one kernel from the template in kernels/, with the reduced
+// expression fused into its load. The iteration runs over the input's dims reordered as
+// (kept..., reduced...), merged like any pass, so element o * count + r is the r-th input
+// of output o. Long reductions take a workgroup per output, short ones an invocation.
 #include "kiln/jit/evaluate.hpp"
 #include "kiln/reduce.hpp"
+
+namespace kiln::jit {
+
+template <class R>
+constexpr reduce_kind kind_of() {
+  if constexpr (std::is_same_v<R, reductions::sum>)
+    return reduce_kind::sum;
+  else if constexpr (std::is_same_v<R, reductions::prod>)
+    return reduce_kind::prod;
+  else if constexpr (std::is_same_v<R, reductions::mean>)
+    return reduce_kind::mean;
+  else if constexpr (std::is_same_v<R, reductions::max>)
+    return reduce_kind::max;
+  else if constexpr (std::is_same_v<R, reductions::min>)
+    return reduce_kind::min;
+  else if constexpr (std::is_same_v<R, reductions::argmax>)
+    return reduce_kind::argmax;
+  else if constexpr (std::is_same_v<R, reductions::argmin>)
+    return reduce_kind::argmin;
+  else if constexpr (std::is_same_v<R, reductions::all>)
+    return reduce_kind::all;
+  else
+    return reduce_kind::any;
+}
+
+// The accumulator dtype: as the host's (double for float sums, i64 for integer ones),
+// falling back to f32 where the device has no f64.
+inline dtype accumulator(reduce_kind k, dtype value, bool has_f64) {
+  const dtype wide_float = has_f64 ? dtype::f64 : dtype::f32;
+  switch (k) {
+  case reduce_kind::sum:
+  case reduce_kind::prod:
+    return is_floating(value) ? wide_float : dtype::i64;
+  case reduce_kind::mean:
+    return wide_float;
+  case reduce_kind::all:
+  case reduce_kind::any:
+    return dtype::b8;
+  default:
+    return value == dtype::b8 ? dtype::u8 : compute_dtype(value);
+  }
+}
+
+} // namespace kiln::jit
 
 namespace kiln::detail {
 
 template <class R, class E>
-void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E&,
-                   const std::array<bool, max_rank>&) {
-  throw error(R::name, "reductions do not run on this device yet", "device " + out.device().str());
+void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
+                   const std::array<bool, max_rank>& mask) {
+  using V = value_t<E>;
+  using Res = typename R::template result<V>;
+  constexpr jit::reduce_kind kind = jit::kind_of<R>();
+  const kiln::shape full = shape_of(e);
+  const int rank = full.size();
+  std::int64_t count = 1;
+  kiln::shape kept, reduced;
+  std::array<int, max_rank> order{}; // kept dims first, then reduced ones
+  int k = 0;
+  for (int d = 0; d < rank; ++d)
+    if (!mask[d]) {
+      kept.push_back(full[d]);
+      order[k++] = d;
+    }
+  for (int d = 0; d < rank; ++d)
+    if (mask[d]) {
+      count *= full[d];
+      order[k++] = d;
+    }
+  const std::int64_t nout = numel(kept);
+  if (count == 0 && (kind == jit::reduce_kind::max || kind == jit::reduce_kind::min ||
+                     kind == jit::reduce_kind::argmax || kind == jit::reduce_kind::argmin))
+    if (nout > 0)
+      throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
+  if (nout == 0) return;
+  auto& be = static_cast<jit::jit_backend&>(*out.storage()->backend());
+
+  jit::leaf_table lt;
+  jit::collect(e, lt);
+  if (static_cast<int>(lt.inputs.size()) + 1 > be.max_buffers()) {
+    // Too many leaves for one kernel: evaluate the expression (in stages) first.
+    const tensor<V> tmp(full, out.device());
+    device_assign(tmp, e);
+    device_reduce<R>(out, tmp, mask);
+    return;
+  }
+  kiln::shape permuted;
+  for (int d = 0; d < rank; ++d)
+    permuted.push_back(full[order[d]]);
+  iteration_space space;
+  for (const auto& l : lt.inputs) {
+    const layout b = views::broadcast_to(*l.layout, full, R::name);
+    std::array<std::int64_t, max_rank> st{};
+    for (int d = 0; d < rank; ++d)
+      st[d] = b.strides[order[d]];
+    space.strides.push_back(st);
+  }
+  space.strides.push_back({}); // the output: indexed by o in the template, not by strides
+  space.merge(permuted);
+  space.strides.pop_back();
+  const int mrank = space.extents.size();
+  const std::int64_t total = nout * count;
+  bool strided = mrank != 1;
+  for (const auto& st : space.strides)
+    strided = strided || st[0] != 1;
+  const bool wide = total > std::numeric_limits<std::int32_t>::max() || [&] {
+    for (const auto& l : lt.inputs)
+      if (l.storage->count() > std::numeric_limits<std::int32_t>::max()) return true;
+    return false;
+  }();
+  const bool group = count >= 64;
+
+  struct memo_key {};
+  using key = std::tuple<R, E, memo_key>;
+  using memo = jit::kernel_memo<key>;
+  const int variant = (group ? 1 : 0);
+  std::shared_ptr<jit::kernel> kn;
+  {
+    std::lock_guard lock(memo::mutex);
+    for (const auto& m : memo::entries)
+      if (m->matches(lt, strided, mrank + 16 * variant, wide))
+        for (const auto& [b, c] : m->compiled)
+          if (b == &be) kn = c->kernels[0];
+  }
+  if (!kn) {
+    jit::kernel_ir ir = jit::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e);
+    ir.outputs = {dtype_of<Res>()};
+    const bool f64 = be.cannot_run([] {
+                         std::array<bool, 9> u{};
+                         u[static_cast<int>(dtype::f64)] = true;
+                         return u;
+                       }())
+                         .empty();
+    const jit::reduce_spec spec{kind, group, dtype_of<V>(),
+                                jit::accumulator(kind, dtype_of<V>(), f64), dtype_of<Res>()};
+    auto used = ir.dtypes_used();
+    used[static_cast<int>(spec.acc)] = true;
+    if (const std::string why = be.cannot_run(used); !why.empty())
+      throw error(R::name, "the device cannot run this reduction", be.device().str() + ": " + why);
+    kn = be.compile_reduction(ir, spec);
+    std::lock_guard lock(memo::mutex);
+    auto c = std::make_unique<jit::compiled_pass>();
+    c->kernels.push_back(kn);
+    auto m = std::make_unique<jit::memo_entry>(
+        jit::memo_entry{lt.pattern, strided, mrank + 16 * variant, wide, nullptr, {}});
+    m->compiled.emplace_back(&be, std::move(c));
+    memo::entries.push_back(std::move(m));
+  }
+  std::vector<jit::buffer_arg> args;
+  std::vector<std::int64_t> offsets;
+  std::vector<std::array<std::int64_t, max_rank>> strides;
+  for (std::size_t i = 0; i < lt.inputs.size(); ++i) {
+    args.push_back({lt.inputs[i].storage->handle()});
+    offsets.push_back(lt.inputs[i].layout->offset);
+    strides.push_back(space.strides[i]);
+  }
+  args.push_back({out.storage()->handle()});
+  offsets.push_back(0);
+  strides.push_back({});
+  std::vector<std::uint64_t> scalars;
+  for (const auto& s : lt.scalars)
+    scalars.push_back(s.bits);
+  std::vector<std::byte> params(kn->layout.bytes);
+  const std::int64_t extras[2] = {count, nout};
+  kn->layout.pack(params.data(), total, space.extents.data(), offsets.data(), strides, scalars,
+                  extras);
+  be.launch(*kn, args, params, group ? nout * 64 : nout);
 }
 
 } // namespace kiln::detail

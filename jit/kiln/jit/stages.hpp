@@ -93,7 +93,43 @@ inline std::vector<std::set<std::int32_t>> input_sets(const kernel_ir& ir) {
 
 } // namespace detail
 
+inline stage_plan split_stages(const kernel_ir& whole, int max_buffers);
+
+namespace detail {
+// Several outputs that do not fit together: each output gets its own kernels (their
+// shared leaves would keep every stage of a joint split as wide as the whole).
+inline stage_plan split_outputs(const kernel_ir& whole, int max_buffers) {
+  stage_plan plan;
+  std::vector<buffer_source> from;
+  for (std::size_t i = 0; i < whole.inputs.size(); ++i)
+    from.push_back({buffer_source::input, static_cast<std::int32_t>(i)});
+  for (std::size_t o = 0; o < whole.outputs.size(); ++o) {
+    std::vector<buffer_source> sources;
+    kernel_ir one = extract(whole, {whole.results[o]}, from, sources);
+    one.outputs = {whole.outputs[o]};
+    stage_plan sub = split_stages(one, max_buffers);
+    const auto temp_base = static_cast<std::int32_t>(plan.temps.size());
+    plan.temps.insert(plan.temps.end(), sub.temps.begin(), sub.temps.end());
+    for (auto& st : sub.stages) {
+      for (auto& b : st.buffers) {
+        if (b.kind == buffer_source::input)
+          b = sources[b.index];
+        else if (b.kind == buffer_source::temp)
+          b.index += temp_base;
+        else
+          b.index = static_cast<std::int32_t>(o);
+      }
+      plan.stages.push_back(std::move(st));
+    }
+  }
+  return plan;
+}
+} // namespace detail
+
 inline stage_plan split_stages(const kernel_ir& whole, int max_buffers) {
+  if (whole.outputs.size() > 1 &&
+      static_cast<int>(whole.inputs.size() + whole.outputs.size()) > max_buffers)
+    return detail::split_outputs(whole, max_buffers);
   stage_plan plan;
   kernel_ir ir = whole;
   std::vector<buffer_source> from; // where each input of `ir` comes from
