@@ -7,6 +7,7 @@
 #include "kiln/jit/params.hpp"
 #include "kiln/jit/reduce_spec.hpp"
 
+#include <atomic>
 #include <memory>
 #include <span>
 
@@ -44,8 +45,13 @@ public:
   virtual std::string cannot_run(const std::array<bool, 9>& dtypes_used) const = 0;
 };
 
-// Counts compiles (tests check that new sizes and scalars reuse kernels).
+// Kernels compiled from source in this process (tests check that new sizes and scalars
+// reuse kernels), and kernels whose binary came from the disk cache instead.
 inline std::atomic<std::uint64_t>& compile_count() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+inline std::atomic<std::uint64_t>& disk_hit_count() {
   static std::atomic<std::uint64_t> n{0};
   return n;
 }
