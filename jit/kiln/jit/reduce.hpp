@@ -61,7 +61,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   const kiln::shape full = shape_of(e);
   const int rank = full.size();
   std::int64_t count = 1;
-  kiln::shape kept, reduced;
+  kiln::shape kept;
   std::array<int, max_rank> order{}; // kept dims first, then reduced ones
   int k = 0;
   for (int d = 0; d < rank; ++d)

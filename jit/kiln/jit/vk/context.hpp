@@ -239,21 +239,22 @@ public:
     p->device = device_;
     p->fn = &fn_;
     p->kl = kl;
-    VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    auto sm = make<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
     sm.codeSize = spirv.size() * 4;
     sm.pCode = spirv.data();
     check(fn_.vkCreateShaderModule(device_, &sm, nullptr, &p->module), "vkCreateShaderModule");
     std::vector<VkDescriptorSetLayoutBinding> binds(kl.buffers + (kl.param_buffer ? 1 : 0));
     for (std::uint32_t i = 0; i < binds.size(); ++i)
       binds[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-    VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    auto dl =
+        make<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
     dl.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
     dl.bindingCount = static_cast<std::uint32_t>(binds.size());
     dl.pBindings = binds.data();
     check(fn_.vkCreateDescriptorSetLayout(device_, &dl, nullptr, &p->set_layout),
           "vkCreateDescriptorSetLayout");
     VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, kl.push_bytes};
-    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    auto pl = make<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
     pl.setLayoutCount = 1;
     pl.pSetLayouts = &p->set_layout;
     pl.pushConstantRangeCount = kl.push_bytes ? 1 : 0;
@@ -261,8 +262,9 @@ public:
     check(fn_.vkCreatePipelineLayout(device_, &pl, nullptr, &p->layout), "vkCreatePipelineLayout");
     VkSpecializationMapEntry entry{0, 0, sizeof(std::uint32_t)};
     VkSpecializationInfo spec{1, &entry, sizeof workgroup, &workgroup};
-    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    auto ci = make<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+    ci.stage =
+        make<VkPipelineShaderStageCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO);
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     ci.stage.module = p->module;
     ci.stage.pName = "main";
@@ -293,7 +295,7 @@ public:
       infos[buffers.size()] = {pb.owner->buffer, pb.offset, pb.bytes};
     }
     for (std::size_t i = 0; i < nb; ++i) {
-      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
       writes[i].dstBinding = static_cast<std::uint32_t>(i);
       writes[i].descriptorCount = 1;
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
@@ -324,24 +326,26 @@ private:
   explicit context(const physical_info& info) : info_(info) {
     const instance& inst = instance::get();
     float prio = 1.0f;
-    VkDeviceQueueCreateInfo q{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    auto q = make<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
     q.queueFamilyIndex = info.queue_family;
     q.queueCount = 1;
     q.pQueuePriorities = &prio;
-    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    auto f12 = make<VkPhysicalDeviceVulkan12Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
     f12.shaderInt8 = info.features.i8;
     f12.shaderFloat16 = info.features.f16;
     f12.storageBuffer8BitAccess = info.features.storage_buffer_8bit;
-    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    auto f11 = make<VkPhysicalDeviceVulkan11Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
     f11.storageBuffer16BitAccess = info.features.storage_buffer_16bit;
     f11.pNext = &f12;
-    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    auto f = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     f.features.shaderFloat64 = info.features.f64;
     f.features.shaderInt64 = info.features.i64;
     f.features.shaderInt16 = info.features.i16;
     f.pNext = &f11;
     const char* ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-    VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    auto ci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
     ci.pNext = &f;
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
@@ -354,7 +358,7 @@ private:
     KILN_VK_DEVICE_FUNCTIONS(KILN_VK_LOAD_DEVICE)
 #undef KILN_VK_LOAD_DEVICE
     fn_.vkGetDeviceQueue(device_, info.queue_family, 0, &queue_);
-    VkCommandPoolCreateInfo pc{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    auto pc = make<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     pc.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pc.queueFamilyIndex = info.queue_family;
     check(fn_.vkCreateCommandPool(device_, &pc, nullptr, &pool_), "vkCreateCommandPool");
@@ -422,7 +426,7 @@ private:
   chunk* new_chunk(VkDeviceSize size) {
     auto c = std::make_unique<chunk>();
     c->size = size;
-    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    auto bi = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
@@ -430,7 +434,7 @@ private:
     check(fn_.vkCreateBuffer(device_, &bi, nullptr, &c->buffer), "vkCreateBuffer");
     VkMemoryRequirements req;
     fn_.vkGetBufferMemoryRequirements(device_, c->buffer, &req);
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    auto ai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = memory_type_;
     VkResult r = fn_.vkAllocateMemory(device_, &ai, nullptr, &c->memory);
@@ -462,18 +466,18 @@ private:
     if (recorded_ == 0) {
       if (spare_.empty()) {
         submission s;
-        VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
         ai.commandPool = pool_;
         ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
         ai.commandBufferCount = 1;
         check(fn_.vkAllocateCommandBuffers(device_, &ai, &s.cb), "vkAllocateCommandBuffers");
-        VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        auto fi = make<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
         check(fn_.vkCreateFence(device_, &fi, nullptr, &s.fence), "vkCreateFence");
         spare_.push_back(std::move(s));
       }
       current_cb_ = std::move(spare_.back());
       spare_.pop_back();
-      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
       bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
       check(fn_.vkBeginCommandBuffer(current_cb_.cb, &bi), "vkBeginCommandBuffer");
     }
@@ -481,7 +485,7 @@ private:
   }
   // A barrier after every command: the next one sees its writes (in-order semantics).
   void after_command(VkCommandBuffer cb) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
@@ -496,7 +500,7 @@ private:
   void submit() {
     if (recorded_ == 0) return;
     check(fn_.vkEndCommandBuffer(current_cb_.cb), "vkEndCommandBuffer");
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    auto si = make<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     si.commandBufferCount = 1;
     si.pCommandBuffers = &current_cb_.cb;
     check(fn_.vkQueueSubmit(queue_, 1, &si, current_cb_.fence), "vkQueueSubmit");

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::jit::vk {
@@ -71,6 +72,14 @@ namespace kiln::jit::vk {
   X(vkQueueSubmit)
 
 #define KILN_VK_DECLARE(f) PFN_##f f = nullptr;
+
+// A zeroed Vulkan struct with its sType.
+template <class T>
+T make(VkStructureType type) {
+  T v{};
+  v.sType = type;
+  return v;
+}
 
 struct device_functions {
   KILN_VK_DEVICE_FUNCTIONS(KILN_VK_DECLARE)
@@ -223,16 +232,17 @@ private:
       layers.push_back("VK_LAYER_KHRONOS_validation");
       exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     }
-    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    auto app = make<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
     app.pApplicationName = "kiln";
     app.apiVersion = VK_API_VERSION_1_2;
-    VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    auto ci = make<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
     ci.pApplicationInfo = &app;
     ci.enabledLayerCount = static_cast<std::uint32_t>(layers.size());
     ci.ppEnabledLayerNames = layers.data();
     ci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
     ci.ppEnabledExtensionNames = exts.data();
-    VkDebugUtilsMessengerCreateInfoEXT dbg{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    auto dbg = make<VkDebugUtilsMessengerCreateInfoEXT>(
+        VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
     dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
@@ -263,9 +273,10 @@ private:
     for (VkPhysicalDevice pd : pds) {
       physical_info info;
       info.handle = pd;
-      VkPhysicalDevicePushDescriptorPropertiesKHR pushd{
-          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
-      VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      auto pushd = make<VkPhysicalDevicePushDescriptorPropertiesKHR>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
+      auto props =
+          make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
       props.pNext = &pushd;
       vkGetPhysicalDeviceProperties2(pd, &props);
       const auto& p = props.properties;
@@ -282,10 +293,12 @@ private:
       info.limits.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
       info.limits.max_push_descriptors = pushd.maxPushDescriptors;
 
-      VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-      VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+      auto f12 = make<VkPhysicalDeviceVulkan12Features>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+      auto f11 = make<VkPhysicalDeviceVulkan11Features>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
       f11.pNext = &f12;
-      VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      auto f = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
       f.pNext = &f11;
       vkGetPhysicalDeviceFeatures2(pd, &f);
       info.features.f64 = f.features.shaderFloat64;
