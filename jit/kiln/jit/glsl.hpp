@@ -71,6 +71,21 @@ inline void math_calls(const char* s, std::set<std::string>& names) {
 
 inline std::string var(std::int32_t v) { return "v" + std::to_string(v); }
 
+// The source with line numbers, for error messages.
+inline std::string numbered(const std::string& src) {
+  std::string out;
+  int line = 1;
+  std::size_t start = 0;
+  while (start < src.size()) {
+    const std::size_t end = src.find('\n', start);
+    out += std::to_string(line++) + ": " +
+           src.substr(start, end == std::string::npos ? std::string::npos : end - start + 1);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
 // Everything before the kernel's body: version, extensions, buffers (IR inputs, then its
 // outputs), the parameter block, conversion and math helpers.
 inline std::string preamble(const kernel_ir& ir, const param_layout& layout,

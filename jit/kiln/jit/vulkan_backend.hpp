@@ -19,6 +19,14 @@ namespace kiln::jit::vk {
 
 inline constexpr std::string_view kiln_version = "kiln 0.1.0";
 
+inline bool validate_spirv_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_VALIDATE_SPIRV");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
 // The disk cache shared by every device of the process (entries are keyed by device).
 inline disk_cache& shared_disk_cache() {
   static disk_cache c = disk_cache::from_environment();
@@ -150,6 +158,12 @@ private:
       compile_ms = m.compile_ms;
       shared_disk_cache().store(key, identity, std::as_bytes(std::span(words)));
       ++compile_count();
+    }
+    if (validate_spirv_enabled()) { // KILN_VALIDATE_SPIRV=1: every module through spirv-val
+      const auto [ok, message] = validate_spirv(words);
+      if (!ok)
+        throw error("jit", "generated SPIR-V fails spirv-val",
+                    message + "\n" + glsl::numbered(source));
     }
     auto k = std::make_shared<vulkan_kernel>(ir, layout);
     k->pipe =
