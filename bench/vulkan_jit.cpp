@@ -48,8 +48,8 @@ void fused_vs_unfused(const kiln::device& dev, std::int64_t n) {
   kiln::tensor<float> y = kiln::empty<float>({n}, dev), t0 = kiln::empty<float>({n}, dev),
                       t1 = kiln::empty<float>({n}, dev);
   auto unfused = [&] { // one kernel per op, each through a temporary
-    t0 = x * 1.0f;
-    for (int k = 1; k <= N; ++k) {
+    t0 = x * 0.999f;
+    for (int k = 2; k <= N; ++k) {
       if (k % 2 == 1)
         t1 = t0 * 0.999f;
       else
@@ -119,8 +119,7 @@ std::vector<double> first_evaluations(const kiln::device& dev, std::integer_sequ
   auto one = [&](auto k) {
     const auto a = clock_type::now();
     const kiln::tensor<float> y = expr_k(x, k);
-    (void)y.item(); // waits for the result
-    (void)y.at({0});
+    (void)y.at({0}); // waits for the result
     ms.push_back(ms_since(a));
   };
   (one(std::integral_constant<int, K>{}), ...);

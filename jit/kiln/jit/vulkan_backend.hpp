@@ -35,6 +35,20 @@ inline disk_cache& shared_disk_cache() {
   return c;
 }
 
+// A positive integer from the environment, else `fallback`; junk is a kiln::error.
+inline std::uint32_t env_number(const char* name, std::uint32_t fallback, std::uint32_t lo,
+                                std::uint32_t hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end != '\0' || n < lo || n > hi)
+    throw error("device", std::string("bad ") + name,
+                "\"" + std::string(v) + "\"; expected an integer in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]");
+  return static_cast<std::uint32_t>(n);
+}
+
 struct vulkan_kernel : kernel {
   vulkan_kernel(const kernel_ir& ir, param_layout l) : kernel(ir, std::move(l)) {}
   std::shared_ptr<pipeline> pipe;
@@ -47,8 +61,16 @@ public:
       : index_(index), ctx_(std::move(ctx)), max_push_(ctx_->max_push_bytes()),
         max_buffers_(static_cast<int>(ctx_->max_buffers_per_kernel())) {
     const auto& info = ctx_->info();
-    groups_cap_ = std::max<std::uint32_t>(
-        1, std::min<std::uint32_t>(info.limits.max_workgroup_count_x, 65535u));
+    // Launch shape of elementwise kernels, tunable: KILN_VK_WORKGROUP (invocations per
+    // workgroup), KILN_VK_MAX_GROUPS (past it, invocations loop over several elements).
+    workgroup_ = env_number("KILN_VK_WORKGROUP", 64, 1, info.limits.max_workgroup_size_x);
+    // A CPU implementation runs workgroups on a few threads, each with a fixed cost: a few
+    // hundred groups that loop over elements were ~1.6x faster on lavapipe than one
+    // element per invocation (bench/RESULTS.md).
+    const std::uint32_t groups = info.identity.cpu ? 256u : 65535u;
+    groups_cap_ = env_number("KILN_VK_MAX_GROUPS",
+                             std::min<std::uint32_t>(info.limits.max_workgroup_count_x, groups), 1,
+                             info.limits.max_workgroup_count_x);
   }
 
   kiln::device device() const override { return {device_kind::vulkan, index_}; }
@@ -100,13 +122,14 @@ public:
   std::shared_ptr<kernel> compile(const kernel_ir& ir) override {
     param_layout layout(ir, max_push_);
     const std::string source = glsl::generate(ir, layout);
-    return kernels_.get(source, [&] { return make_kernel(ir, layout, source); });
+    return kernels_.get(source, [&] { return make_kernel(ir, layout, source, workgroup_); });
   }
 
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
     param_layout layout(ir, max_push_, 2);
     const std::string source = glsl::generate_reduction(ir, layout, r);
-    return kernels_.get(source, [&] { return make_kernel(ir, layout, source); });
+    return kernels_.get(
+        source, [&] { return make_kernel(ir, layout, source, kernels::glsl::reduce_group_size); });
   }
 
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
@@ -126,7 +149,7 @@ public:
 
 private:
   std::shared_ptr<kernel> make_kernel(const kernel_ir& ir, const param_layout& layout,
-                                      const std::string& source) {
+                                      const std::string& source, std::uint32_t workgroup) {
     const auto t0 = std::chrono::steady_clock::now();
     dump_kernel(source, "comp");
     glsl_compiler& cc = glsl_compiler::instance();
@@ -166,6 +189,7 @@ private:
                     message + "\n" + glsl::numbered(source));
     }
     auto k = std::make_shared<vulkan_kernel>(ir, layout);
+    k->workgroup = workgroup;
     k->pipe =
         ctx_->make_pipeline(words,
                             kernel_layout{static_cast<std::uint32_t>(layout.buffers),
@@ -187,6 +211,7 @@ private:
   std::uint32_t max_push_;
   int max_buffers_;
   std::uint32_t groups_cap_ = 65535;
+  std::uint32_t workgroup_ = 64;
   single_flight<std::shared_ptr<kernel>> kernels_;
 };
 

@@ -160,6 +160,7 @@ struct device_features {
 struct device_identity {
   std::uint32_t vendor_id = 0, device_id = 0, driver_version = 0, api_version = 0;
   std::array<std::uint8_t, 16> pipeline_cache_uuid{};
+  bool cpu = false; // a CPU implementation (lavapipe, SwiftShader)
 };
 struct device_limits {
   std::uint32_t max_push_constants = 0, max_storage_buffers = 0, max_push_descriptors = 0;
@@ -284,6 +285,7 @@ private:
       info.name = p.deviceName;
       info.identity = {p.vendorID, p.deviceID, p.driverVersion, p.apiVersion, {}};
       std::memcpy(info.identity.pipeline_cache_uuid.data(), p.pipelineCacheUUID, 16);
+      info.identity.cpu = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
       info.limits.max_push_constants = p.limits.maxPushConstantsSize;
       info.limits.max_storage_buffers = p.limits.maxPerStageDescriptorStorageBuffers;
       info.limits.max_storage_buffer_range = p.limits.maxStorageBufferRange;
