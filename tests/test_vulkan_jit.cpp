@@ -1,0 +1,203 @@
+// The fusion JIT's contract on a Vulkan device (lavapipe here), against the host evaluator:
+// kernels are specialized on types and access pattern only (new sizes and scalar values
+// compile nothing), several outputs come from one kernel, too many leaves split into
+// stages, threads share one compile, reductions and chains of kernels need no host round
+// trip, devices do not mix. Runs with the validation layer on and every SPIR-V module
+// through spirv-val; a validation message fails the test case it appears in.
+#include "vulkan_support.hpp"
+
+#include "kiln/jit/jit_backend.hpp"
+
+#include <thread>
+
+namespace {
+
+// Kernels made (compiled from source, or loaded from the disk cache) so far.
+std::uint64_t kernels_made() {
+  return kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load();
+}
+
+template <class T>
+std::vector<T> host_values(const kiln::tensor<T>& t) {
+  return t.to(kiln::device{}).to_vector();
+}
+
+// A balanced sum tree over v[Lo, Hi), built at compile time.
+template <std::size_t Lo, std::size_t Hi, class V>
+auto sum_of(const V& v) {
+  if constexpr (Hi - Lo == 1)
+    return v[Lo];
+  else
+    return sum_of<Lo, (Lo + Hi) / 2>(v) + sum_of<(Lo + Hi) / 2, Hi>(v);
+}
+
+} // namespace
+
+TEST_CASE("vulkan: new sizes and new scalar values reuse the compiled kernel", "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  auto run = [&](std::int64_t n, float s) {
+    const auto xh = kiln::random::uniform<float>({n}, test::draw(1, 1000), -2, 2);
+    const auto x = xh.to(*dev);
+    const kiln::tensor<float> y = kiln::exp(x * s) - x / (s + 1.0f);
+    const kiln::tensor<float> want = kiln::exp(xh * s) - xh / (s + 1.0f);
+    // A difference of two rounded terms: its error is relative to the terms.
+    const auto got = host_values(y), ref = want.to_vector(), xv = xh.to_vector();
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      REQUIRE(std::abs(got[i] - ref[i]) <=
+              1e-6f * (std::exp(xv[i] * s) + std::abs(xv[i] / (s + 1.0f))));
+  };
+  run(1000, 0.5f); // compiles (or loads) the kernel
+  const auto before = kernels_made();
+  for (int k = 0; k < 6; ++k)
+    run(test::draw(1, 200000), static_cast<float>(test::uniform<float>(1, -3, 3)[0]));
+  CHECK(kernels_made() == before);
+  // A new expression type is a new kernel.
+  const auto x = kiln::random::uniform<float>({64}, 3, -1, 1, *dev);
+  const kiln::tensor<float> z = kiln::cos(x) * 3.0f;
+  (void)z.at({0});
+  CHECK(kernels_made() == before + 1);
+}
+
+TEST_CASE("vulkan: several outputs in one kernel, shapes broadcast, views as leaves and targets",
+          "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto ah = kiln::random::uniform<double>({5, 7}, test::draw(1, 99), -1, 1);
+  const auto bh = kiln::random::uniform<double>({7}, test::draw(1, 99), -1, 1);
+  const auto a = ah.to(*dev), b = bh.to(*dev);
+  kiln::tensor<double> r1 = kiln::empty<double>({5, 7}, *dev);
+  kiln::tensor<float> r2 = kiln::empty<float>({5, 7}, *dev);
+  const auto before = kernels_made();
+  kiln::eval(r1 = a * b + 1.0, r2 = kiln::cast<float>(kiln::sin(a) - b));
+  CHECK(kernels_made() <= before + 1); // one kernel for both
+  const kiln::tensor<double> w1 = ah * bh + 1.0;
+  const kiln::tensor<float> w2 = kiln::cast<float>(kiln::sin(ah) - bh);
+  const auto g1 = host_values(r1), e1 = w1.to_vector(); // a * b + 1 may be one FMA on one side
+  for (std::size_t i = 0; i < e1.size(); ++i)
+    CHECK(test::ulp_distance(g1[i], e1[i]) <= 1);
+  const auto g2 = host_values(r2), e2 = w2.to_vector();
+  for (std::size_t i = 0; i < e2.size(); ++i)
+    CHECK(test::ulp_distance(g2[i], e2[i]) <= 1);
+  // A transposed, offset view as a leaf and a strided view as the target.
+  kiln::tensor<double> t = kiln::zeros<double>({7, 10}, *dev);
+  t.slice(1, 1, 10, 2) = a.transpose().narrow(1, 0, 5) * 2.0;
+  kiln::tensor<double> th = kiln::zeros<double>({7, 10});
+  th.slice(1, 1, 10, 2) = ah.transpose().narrow(1, 0, 5) * 2.0;
+  CHECK(host_values(t) == th.to_vector());
+  // In place, and through another layout (a temporary on the device).
+  kiln::tensor<double> sq = kiln::random::uniform<double>({6, 6}, 5, -1, 1, *dev);
+  kiln::tensor<double> sqh = sq.to(kiln::device{});
+  sq = sq * 2.0 + 1.0; // exact: a power of two, then a sum
+  sqh = sqh * 2.0 + 1.0;
+  CHECK(host_values(sq) == sqh.to_vector());
+  sq = sq.transpose() - sq;
+  sqh = sqh.transpose() - sqh;
+  CHECK(host_values(sq) == sqh.to_vector());
+}
+
+TEST_CASE("vulkan: an expression of 200 distinct leaves is split into stages", "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  std::vector<kiln::tensor<std::int32_t>> hs, ds;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<std::int32_t> v(33);
+    for (auto& e : v)
+      e = static_cast<std::int32_t>(test::draw(-1000, 1000));
+    hs.push_back(kiln::from(v, kiln::shape{33}));
+    ds.push_back(hs.back().to(*dev));
+  }
+  const kiln::tensor<std::int32_t> got = sum_of<0, 200>(ds);
+  const kiln::tensor<std::int32_t> want = sum_of<0, 200>(hs);
+  CHECK(host_values(got) == want.to_vector());
+}
+
+TEST_CASE("vulkan: 8 threads needing one new kernel share one compile", "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto x = kiln::random::uniform<float>({4096}, 9, 0.5, 2, *dev);
+  const auto before = kernels_made();
+  std::vector<std::thread> ts;
+  std::vector<std::vector<float>> out(8);
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&, t] {
+      const kiln::tensor<float> y = kiln::log2(x) * kiln::rsqrt(x) + float(t);
+      out[t] = y.to_vector();
+    });
+  for (auto& t : ts)
+    t.join();
+  CHECK(kernels_made() == before + 1);
+  const auto xh = x.to(kiln::device{});
+  for (int t = 0; t < 8; ++t) {
+    const auto want = kiln::tensor<float>(kiln::log2(xh) * kiln::rsqrt(xh) + float(t)).to_vector();
+    for (std::size_t i = 0; i < want.size(); ++i) // two functions, a product and a sum
+      REQUIRE(std::abs(out[t][i] - want[i]) <= 1e-6f * (std::abs(want[i]) + float(t) + 1));
+  }
+}
+
+TEST_CASE("vulkan: reductions, and a chain of kernels with no host round trip", "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const kiln::shape s = test::random_shape(2, 3, 40);
+  const auto xh = kiln::random::uniform<float>(s, test::draw(1, 999), -3, 3);
+  const auto x = xh.to(*dev);
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      CHECK(std::abs(a[i] - b[i]) <= 1e-5f * (1 + std::abs(b[i])));
+  };
+  const std::int64_t ax = test::draw(0, s.size() - 1);
+  close(kiln::tensor<float>(kiln::sum(kiln::exp(x) * 0.5f, ax)).to_vector(),
+        kiln::tensor<float>(kiln::sum(kiln::exp(xh) * 0.5f, ax)).to_vector());
+  close(kiln::tensor<float>(kiln::mean(x)).to_vector(),
+        kiln::tensor<float>(kiln::mean(xh)).to_vector());
+  CHECK(kiln::tensor<float>(kiln::max(x, ax, true)).to_vector() ==
+        kiln::tensor<float>(kiln::max(xh, ax, true)).to_vector());
+  CHECK(kiln::tensor<std::int64_t>(kiln::argmin(x, ax)).to_vector() ==
+        kiln::tensor<std::int64_t>(kiln::argmin(xh, ax)).to_vector());
+  CHECK(kiln::tensor<bool>(kiln::any(x > 2.5f, ax)).to_vector() ==
+        kiln::tensor<bool>(kiln::any(xh > 2.5f, ax)).to_vector());
+  // x - max(x, axis, keepdims): the reduction's kernel, then the elementwise one, queued.
+  const kiln::tensor<float> y = x - kiln::max(x, ax, true);
+  CHECK(y.device() == *dev);
+  CHECK(host_values(y) == kiln::tensor<float>(xh - kiln::max(xh, ax, true)).to_vector());
+}
+
+TEST_CASE("vulkan: moving data, creation on the device, mixed devices, memory stats", "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto h = kiln::random::normal<double>({3, 5}, 11);
+  const auto d = h.to(*dev);
+  CHECK(d.device() == *dev);
+  CHECK(d.to(kiln::device{}).to_vector() == h.to_vector());
+  CHECK(kiln::tensor<double>(d.transpose()).to_vector() ==
+        kiln::tensor<double>(h.transpose()).to_vector());
+  CHECK(kiln::arange<std::int64_t>(0, 10, 3, *dev).to_vector() ==
+        std::vector<std::int64_t>{0, 3, 6, 9});
+  CHECK(kiln::full<std::uint8_t>({4}, 7, *dev).to_vector() == std::vector<std::uint8_t>(4, 7));
+  CHECK(kiln::eye<float>(3, 3, *dev).at({1, 1}) == 1.0f);
+  try {
+    const kiln::tensor<double> bad = d + h;
+    FAIL("no error for mixed devices");
+  } catch (const kiln::error& e) {
+    CHECK(e.reason() == "operands live on different devices");
+    CHECK(std::string(e.what()).find("vulkan:0") != std::string::npos);
+    CHECK(std::string(e.what()).find("host") != std::string::npos);
+  }
+  const auto m0 = kiln::memory_stats(*dev);
+  {
+    const auto big = kiln::empty<float>({1 << 20}, *dev);
+    const auto m1 = kiln::memory_stats(*dev);
+    CHECK(m1.in_use >= m0.in_use + (4u << 20));
+    CHECK(m1.peak >= m1.in_use);
+    CHECK(m1.reserved >= m1.in_use);
+  }
+  CHECK(kiln::memory_stats(*dev).in_use == m0.in_use);
+  kiln::empty_cache(*dev);
+  CHECK(kiln::memory_stats(*dev).reserved <= kiln::memory_stats(*dev).in_use + (64u << 20));
+  // Many evaluations queued, then one read.
+  kiln::tensor<float> acc = kiln::zeros<float>({1000}, *dev);
+  for (int i = 0; i < 300; ++i)
+    acc = acc + 1.0f;
+  CHECK(acc.to_vector() == std::vector<float>(1000, 300.0f));
+}
