@@ -4,6 +4,7 @@
 // (kept..., reduced...), merged like any pass, so element o * count + r is the r-th input
 // of output o. Long reductions take a workgroup per output, short ones an invocation.
 #include "kiln/jit/evaluate.hpp"
+#include "kiln/jit/providers.hpp"
 #include "kiln/reduce.hpp"
 
 namespace kiln::jit {
@@ -81,6 +82,24 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
       throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
   if (nout == 0) return;
   auto& be = static_cast<jit::jit_backend&>(*out.storage()->backend());
+
+  // A hand-written kernel registered for this op on this kind of device goes first.
+  if (auto& reg = jit::provider_registry::instance();
+      !reg.empty() && reg.has(out.device().kind(), R::name)) {
+    tensor<V> in;
+    if constexpr (is_tensor_v<E>)
+      in = e;
+    else {
+      in = tensor<V>(full, out.device());
+      device_assign(in, e);
+    }
+    const jit::reduce_call call{R::name,
+                                out.device(),
+                                {in.storage()->handle(), in.layout(), dtype_of<V>()},
+                                {out.storage()->handle(), out.layout(), dtype_of<Res>()},
+                                mask};
+    if (reg.run(call)) return;
+  }
 
   jit::leaf_table lt;
   jit::collect(e, lt);
