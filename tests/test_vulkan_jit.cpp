@@ -306,3 +306,40 @@ TEST_CASE("vulkan: parameters too big for push constants go in a buffer; KILN_DU
   CHECK(found); // the parameter block went to a storage buffer
   fs::remove_all(dump);
 }
+
+TEST_CASE("vulkan: dtypes need their device features, else a clear error", "[vulkan]") {
+  using kiln::dtype;
+  auto used = [](std::initializer_list<dtype> ds) {
+    std::array<bool, 9> u{};
+    for (dtype d : ds)
+      u[static_cast<int>(d)] = true;
+    return u;
+  };
+  kiln::jit::vk::device_features all;
+  all.f64 = all.i64 = all.i8 = all.storage_buffer_8bit = all.storage_buffer_16bit = true;
+  const auto every = used({dtype::b8, dtype::u8, dtype::i32, dtype::u32, dtype::i64, dtype::f16,
+                           dtype::bf16, dtype::f32, dtype::f64});
+  CHECK(kiln::jit::vk::missing_feature(all, every).empty());
+  kiln::jit::vk::device_features f = all;
+  f.f64 = false;
+  CHECK(kiln::jit::vk::missing_feature(f, used({dtype::f64})).find("shaderFloat64") !=
+        std::string::npos);
+  CHECK(kiln::jit::vk::missing_feature(f, used({dtype::f32, dtype::i64})).empty());
+  f = all;
+  f.i64 = false;
+  CHECK(kiln::jit::vk::missing_feature(f, used({dtype::i64})).find("shaderInt64") !=
+        std::string::npos);
+  f = all;
+  f.storage_buffer_16bit = false;
+  CHECK(kiln::jit::vk::missing_feature(f, used({dtype::bf16})).find("16Bit") != std::string::npos);
+  f = all;
+  f.i8 = false;
+  CHECK(kiln::jit::vk::missing_feature(f, used({dtype::b8})).find("shaderInt8") !=
+        std::string::npos);
+  // On this device (lavapipe: every feature), each dtype allocates and computes.
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto h =
+      kiln::tensor<kiln::half>(kiln::full<kiln::half>({8}, kiln::half(1.5f), *dev) * 2.0f);
+  CHECK(static_cast<float>(h.at({3})) == 3.0f);
+}

@@ -49,6 +49,18 @@ inline std::uint32_t env_number(const char* name, std::uint32_t fallback, std::u
   return static_cast<std::uint32_t>(n);
 }
 
+// Why a device with these features cannot run a kernel using these dtypes ("" if it can).
+inline std::string missing_feature(const device_features& f, const std::array<bool, 9>& used) {
+  auto u = [&](dtype d) { return used[static_cast<int>(d)]; };
+  if (u(dtype::f64) && !f.f64) return "f64 needs shaderFloat64, which this device lacks";
+  if (u(dtype::i64) && !f.i64) return "i64 needs shaderInt64, which this device lacks";
+  if ((u(dtype::f16) || u(dtype::bf16)) && !f.storage_buffer_16bit)
+    return "16-bit floats need storageBuffer16BitAccess, which this device lacks";
+  if ((u(dtype::b8) || u(dtype::u8)) && !(f.storage_buffer_8bit && f.i8))
+    return "bool and u8 need storageBuffer8BitAccess and shaderInt8, which this device lacks";
+  return {};
+}
+
 struct vulkan_kernel : kernel {
   vulkan_kernel(const kernel_ir& ir, param_layout l) : kernel(ir, std::move(l)) {}
   std::shared_ptr<pipeline> pipe;
@@ -81,15 +93,7 @@ public:
     return cannot_run(used);
   }
   std::string cannot_run(const std::array<bool, 9>& used) const override {
-    const auto& f = ctx_->info().features;
-    auto u = [&](dtype d) { return used[static_cast<int>(d)]; };
-    if (u(dtype::f64) && !f.f64) return "f64 needs shaderFloat64, which this device lacks";
-    if (u(dtype::i64) && !f.i64) return "i64 needs shaderInt64, which this device lacks";
-    if ((u(dtype::f16) || u(dtype::bf16)) && !f.storage_buffer_16bit)
-      return "16-bit floats need storageBuffer16BitAccess, which this device lacks";
-    if ((u(dtype::b8) || u(dtype::u8)) && !(f.storage_buffer_8bit && f.i8))
-      return "bool and u8 need storageBuffer8BitAccess and shaderInt8, which this device lacks";
-    return {};
+    return missing_feature(ctx_->info().features, used);
   }
 
   // --- memory: a handle is a heap-held block of the context's arena
