@@ -342,4 +342,8 @@ TEST_CASE("vulkan: dtypes need their device features, else a clear error", "[vul
   const auto h =
       kiln::tensor<kiln::half>(kiln::full<kiln::half>({8}, kiln::half(1.5f), *dev) * 2.0f);
   CHECK(static_cast<float>(h.at({3})) == 3.0f);
+  // The driver's pipeline cache exists and has at least its header (lavapipe: only that,
+  // so kiln saves nothing for it).
+  const auto blob = kiln::jit::vk::context::get(dev->index())->pipeline_cache_data();
+  CHECK(blob.size() >= 16 + VK_UUID_SIZE);
 }

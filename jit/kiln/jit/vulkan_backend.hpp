@@ -75,6 +75,9 @@ public:
     const auto& info = ctx_->info();
     // Launch shape of elementwise kernels, tunable: KILN_VK_WORKGROUP (invocations per
     // workgroup), KILN_VK_MAX_GROUPS (past it, invocations loop over several elements).
+    // The driver's pipeline cache, from kiln's disk cache where an earlier run saved one.
+    if (auto blob = shared_disk_cache().load(pipeline_cache_key(), pipeline_cache_identity()))
+      ctx_->seed_pipeline_cache(*blob);
     workgroup_ = env_number("KILN_VK_WORKGROUP", 64, 1, info.limits.max_workgroup_size_x);
     // A CPU implementation runs workgroups on a few threads, each with a fixed cost: a few
     // hundred groups that loop over elements were ~1.6x faster on lavapipe than one
@@ -200,6 +203,7 @@ private:
                                           layout.in_buffer ? 0u : layout.bytes, layout.in_buffer},
                             k->workgroup);
     k->from_cache = hit;
+    save_pipeline_cache();
     k->compile_ms = ms_since(t0);
     log(std::string(hit ? "disk cache hit " : "compiled ") + key.hex() + " in " +
         std::to_string(k->compile_ms) + " ms" +
@@ -210,7 +214,27 @@ private:
     return k;
   }
 
+  std::string pipeline_cache_identity() const { return "VkPipelineCache " + ctx_->info().name; }
+  hash128 pipeline_cache_key() const {
+    const auto& id = ctx_->info().identity;
+    hasher h;
+    h.add(std::string_view("kiln VkPipelineCache")).add(kiln_version);
+    h.add(id.vendor_id).add(id.device_id).add(id.driver_version);
+    for (auto b : id.pipeline_cache_uuid)
+      h.add(b);
+    return h.digest();
+  }
+  // Saved when the driver filled it with more than its header (not on lavapipe).
+  void save_pipeline_cache() {
+    const auto blob = ctx_->pipeline_cache_data();
+    if (blob.size() <= 32 || blob.size() == saved_pipeline_cache_) return;
+    shared_disk_cache().store(pipeline_cache_key(), pipeline_cache_identity(), blob);
+    saved_pipeline_cache_ = blob.size();
+    log("saved the driver's pipeline cache, " + std::to_string(blob.size()) + " bytes");
+  }
+
   int index_;
+  std::size_t saved_pipeline_cache_ = 0;
   std::shared_ptr<context> ctx_;
   std::uint32_t max_push_;
   int max_buffers_;

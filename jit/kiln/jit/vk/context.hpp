@@ -125,6 +125,7 @@ public:
     fn_.vkDestroyCommandPool(device_, pool_, nullptr);
     for (auto& c : chunks_)
       destroy_chunk(*c);
+    if (pcache_) fn_.vkDestroyPipelineCache(device_, pcache_, nullptr);
     fn_.vkDestroyDevice(device_, nullptr);
     device_ = VK_NULL_HANDLE;
   }
@@ -270,9 +271,34 @@ public:
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &spec;
     ci.layout = p->layout;
-    check(fn_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &p->handle),
+    check(fn_.vkCreateComputePipelines(device_, pipeline_cache(), 1, &ci, nullptr, &p->handle),
           "vkCreateComputePipelines");
     return p;
+  }
+
+  // The driver's pipeline cache: seeded once from a blob (kiln's disk cache keeps it), and
+  // its current contents. Many drivers fill it with compiled code; lavapipe leaves only
+  // its 32-byte header (Mesa's own shader cache does that job there).
+  void seed_pipeline_cache(std::span<const std::byte> blob) {
+    std::lock_guard lock(mutex_);
+    if (pcache_ || !device_) return;
+    auto ci = make<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
+    ci.initialDataSize = blob.size();
+    ci.pInitialData = blob.data();
+    // A blob from another driver or version is ignored by the driver (its header says so).
+    if (fn_.vkCreatePipelineCache(device_, &ci, nullptr, &pcache_) != VK_SUCCESS)
+      pcache_ = VK_NULL_HANDLE;
+  }
+  std::vector<std::byte> pipeline_cache_data() {
+    std::lock_guard lock(mutex_);
+    std::vector<std::byte> out;
+    if (!pcache_ || !device_) return out;
+    std::size_t n = 0;
+    if (fn_.vkGetPipelineCacheData(device_, pcache_, &n, nullptr) != VK_SUCCESS) return out;
+    out.resize(n);
+    if (fn_.vkGetPipelineCacheData(device_, pcache_, &n, out.data()) != VK_SUCCESS) out.clear();
+    out.resize(n);
+    return out;
   }
 
   void dispatch(const pipeline& p, std::span<const buffer_ref> buffers,
@@ -311,6 +337,13 @@ public:
   }
 
 private:
+  VkPipelineCache pipeline_cache() {
+    if (!pcache_) {
+      auto ci = make<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
+      check(fn_.vkCreatePipelineCache(device_, &ci, nullptr, &pcache_), "vkCreatePipelineCache");
+    }
+    return pcache_;
+  }
   void require_open() const {
     if (!device_)
       throw error("vulkan", "the device was shut down (the program is exiting)", info_.name);
@@ -546,6 +579,7 @@ private:
   VkCommandPool pool_ = VK_NULL_HANDLE;
   device_functions fn_;
   std::uint32_t memory_type_ = 0;
+  VkPipelineCache pcache_ = VK_NULL_HANDLE;
   VkDeviceSize alignment_ = 256;
 
   mutable std::mutex mutex_;

@@ -50,6 +50,9 @@ namespace kiln::jit::vk {
   X(vkCreatePipelineLayout)                                                                        \
   X(vkDestroyPipelineLayout)                                                                       \
   X(vkCreateComputePipelines)                                                                      \
+  X(vkCreatePipelineCache)                                                                         \
+  X(vkDestroyPipelineCache)                                                                        \
+  X(vkGetPipelineCacheData)                                                                        \
   X(vkDestroyPipeline)                                                                             \
   X(vkCreateCommandPool)                                                                           \
   X(vkDestroyCommandPool)                                                                          \
