@@ -347,3 +347,37 @@ TEST_CASE("vulkan: dtypes need their device features, else a clear error", "[vul
   const auto blob = kiln::jit::vk::context::get(dev->index())->pipeline_cache_data();
   CHECK(blob.size() >= 16 + VK_UUID_SIZE);
 }
+
+// Run by the next test in a child process with KILN_LOG=jit (hidden from normal runs).
+TEST_CASE("vulkan log child", "[.log_child]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto x = kiln::full<float>({16}, 0.25f, *dev);
+  const kiln::tensor<float> y = kiln::atanh(x) + kiln::asinh(x);
+  CHECK(y.at({0}) > 0.0f);
+}
+
+TEST_CASE("vulkan: KILN_LOG=jit logs each compile and disk-cache hit with its milliseconds",
+          "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-log-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string self = fs::canonical("/proc/self/exe").string();
+  auto run = [&](int k) {
+    const std::string out = (dir / ("log" + std::to_string(k))).string();
+    const std::string cmd = "KILN_LOG=jit KILN_CACHE_DIR='" + dir.string() + "/cache' '" + self +
+                            "' '[.log_child]' > /dev/null 2> '" + out + "'";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string first = run(1), second = run(2);
+  INFO(first << "\n---\n" << second);
+  CHECK(first.find("kiln[jit] compiled ") != std::string::npos);
+  CHECK(first.find(" ms") != std::string::npos);
+  CHECK(second.find("kiln[jit] disk cache hit ") != std::string::npos);
+  CHECK(second.find("kiln[jit] compiled ") == std::string::npos);
+  fs::remove_all(dir);
+}
