@@ -19,28 +19,6 @@
 
 namespace kiln::jit::glsl {
 
-inline const char* storage_type(dtype d) {
-  switch (d) {
-  case dtype::b8:
-  case dtype::u8:
-    return "uint8_t";
-  case dtype::i32:
-    return "int";
-  case dtype::u32:
-    return "uint";
-  case dtype::i64:
-    return "int64_t";
-  case dtype::f16:
-  case dtype::bf16:
-    return "uint16_t";
-  case dtype::f32:
-    return "float";
-  case dtype::f64:
-    return "double";
-  }
-  return "?";
-}
-
 // Replaces $0 $1 $2 with the operands and $T with the compute type.
 inline std::string expand(const char* pattern, const std::string* args, const char* type) {
   std::string out;

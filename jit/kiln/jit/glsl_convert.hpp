@@ -13,27 +13,27 @@
 
 namespace kiln::jit::glsl {
 
-inline const char* register_type(dtype d) {
-  switch (d) {
-  case dtype::b8:
-    return "bool";
-  case dtype::u8:
-    return "uint8_t";
-  case dtype::i32:
-    return "int";
-  case dtype::u32:
-    return "uint";
-  case dtype::i64:
-    return "int64_t";
-  case dtype::f16:
-  case dtype::bf16:
-  case dtype::f32:
-    return "float";
-  case dtype::f64:
-    return "double";
-  }
-  return "?";
+// How each dtype is spelled in GLSL: in a buffer (16-bit floats as their bits, bool as a
+// byte), in a register (16-bit floats compute in float), and as a scalar parameter.
+struct glsl_names {
+  const char* storage;
+  const char* reg;
+  const char* param;
+};
+inline glsl_names names_of(dtype d) {
+  static constexpr glsl_names table[] = {{"uint8_t", "bool", "uint"},
+                                         {"uint8_t", "uint8_t", "uint"},
+                                         {"int", "int", "int"},
+                                         {"uint", "uint", "uint"},
+                                         {"int64_t", "int64_t", "int64_t"},
+                                         {"uint16_t", "float", "float"},
+                                         {"uint16_t", "float", "float"},
+                                         {"float", "float", "float"},
+                                         {"double", "double", "double"}};
+  return table[static_cast<int>(d)];
 }
+inline const char* register_type(dtype d) { return names_of(d).reg; }
+inline const char* storage_type(dtype d) { return names_of(d).storage; }
 
 inline std::string load_expr(dtype d, const std::string& x) {
   switch (d) {

@@ -4,6 +4,7 @@
 // source text, so new sizes and values reuse the compiled kernel. Members are laid out
 // 8-byte ones first, then 4-byte ones, so std430 (push constants and storage buffers
 // alike) packs them with no padding and the host writes them with plain memcpy.
+#include "kiln/jit/glsl_convert.hpp"
 #include "kiln/jit/ir.hpp"
 
 #include <algorithm>
@@ -83,8 +84,8 @@ struct param_layout {
           index("s" + std::to_string(b) + "_" + std::to_string(d));
     }
     for (std::size_t k = 0; k < scalars.size(); ++k)
-      ms.push_back({scalar_offset[k],
-                    std::string(glsl_param_type(scalars[k])) + " p" + std::to_string(k) + ";"});
+      ms.push_back({scalar_offset[k], std::string(glsl::names_of(scalars[k]).param) + " p" +
+                                          std::to_string(k) + ";"});
     std::sort(ms.begin(), ms.end(),
               [](const member& a, const member& b) { return a.offset < b.offset; });
     std::string s = in_buffer ? "layout(std430, binding = " + std::to_string(binding) +
@@ -94,26 +95,6 @@ struct param_layout {
       s += "  " + m.text + "\n";
     if (ms.empty()) s += "  int unused;\n";
     return s + "} P;\n";
-  }
-
-  static const char* glsl_param_type(dtype d) {
-    switch (d) {
-    case dtype::b8:
-    case dtype::u8:
-    case dtype::u32:
-      return "uint";
-    case dtype::i32:
-      return "int";
-    case dtype::i64:
-      return "int64_t";
-    case dtype::f16:
-    case dtype::bf16:
-    case dtype::f32:
-      return "float";
-    case dtype::f64:
-      return "double";
-    }
-    return "?";
   }
 
   // Fills `out` (bytes long): n, extents, per buffer offset and strides (buffers in
