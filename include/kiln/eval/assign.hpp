@@ -448,7 +448,7 @@ tensor<value_t<E>> evaluate(const E& e) {
   } else if constexpr (is_tensor_v<std::remove_cvref_t<decltype(materialize(e))>>) {
     return materialize(e); // a reduction: its result is already a new tensor
   } else {
-    tensor<value_t<E>> r(shape_of(e));
+    tensor<value_t<E>> r(shape_of(e), device_of(e)); // on the leaves' device
     assign(r, e);
     return r;
   }

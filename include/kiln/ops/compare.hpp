@@ -10,7 +10,9 @@ namespace kiln::ops {
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr int arity = 2;                                                                \
-    static constexpr spelling glsl{.any = "($0 " #sym " $1)"};                                     \
+    /* GLSL orders no bools: compare them as 0 and 1, as C++ does */                               \
+    static constexpr spelling glsl{.boolean = "(int($0) " #sym " int($1))",                        \
+                                   .any = "($0 " #sym " $1)"};                                     \
     using rule = rules::comparison;                                                                \
     template <class T>                                                                             \
     static bool host(T a, T b) {                                                                   \

@@ -136,7 +136,8 @@ inline std::string convert_expr(dtype from, dtype to, const std::string& x) {
     if (from == dtype::f16 || from == dtype::bf16 || from == dtype::f32) return round_expr(to, x);
     if (from == dtype::f64) return round_expr(to, "kiln_f32_odd(" + x + ")");
     // Integers: round to odd in float first, so the 16-bit rounding is the only one.
-    const bool sgn = from == dtype::i32 || from == dtype::i64;
+    if (from == dtype::i32) return round_expr(to, "kiln_f32_odd_i32(" + x + ")");
+    const bool sgn = from == dtype::i64;
     return round_expr(
         to, std::string(sgn ? "kiln_f32_odd_s(int64_t(" : "kiln_f32_odd_u(uint64_t(") + x + "))");
   }
@@ -185,10 +186,17 @@ inline std::string conversion_library(const std::array<bool, 9>& used) {
   const uint sticky = (kept << sh) != m ? 1u : 0u;
   return float(kept | uint64_t(sticky)) * exp2(float(sh));
 }
+// From i32 without widening it signed first: lavapipe (Mesa 22.3) got int -> int64_t
+// wrong for negative values here (measured: -18179 became a huge positive number).
+float kiln_f32_odd_i32(int v) {
+  const bool neg = v < 0;
+  const float f = kiln_f32_odd_u(uint64_t(neg ? uint(-v) : uint(v)));
+  return neg ? -f : f;
+}
 float kiln_f32_odd_s(int64_t v) {
-  const uint64_t m = v < 0l ? uint64_t(0l - v) : uint64_t(v);
-  const float f = kiln_f32_odd_u(m);
-  return v < 0l ? -f : f;
+  const bool neg = v < int64_t(0);
+  const float f = kiln_f32_odd_u(neg ? uint64_t(-v) : uint64_t(v));
+  return neg ? -f : f;
 }
 )";
   return s;

@@ -1,0 +1,104 @@
+#pragma once
+// Each op of the catalog on the Vulkan device against the host evaluator, on random inputs
+// mixed with special values. Exact ops (integer, comparison, logical, bitwise, select,
+// conversions, and + - * / on floats, IEEE-exact on both sides) must match bit for bit
+// (NaN as NaN, zeros with their sign); float math within the sum of the two sides' ulp
+// bounds (each side is within its bound of the true value: host tests/float_ops.hpp,
+// device jit/kiln/jit/glsl_math.hpp); 16-bit floats within one ulp of their type (both
+// sides round a float result that may differ in its last bits).
+#include "vulkan_support.hpp"
+
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+namespace catalog {
+
+constexpr std::int64_t n = 211;
+
+// Random values of T with its special values mixed in (float: ±0, ±inf, NaN, ±1; integers:
+// 0, -1, the limits).
+template <class T>
+std::vector<T> values(double lo, double hi) {
+  std::vector<T> v;
+  if constexpr (std::is_same_v<T, bool>) {
+    for (auto i : test::integers<int>(n, 0, 1))
+      v.push_back(i != 0);
+  } else if constexpr (kiln::is_floating(kiln::dtype_of<T>())) {
+    for (double d : test::uniform<double>(n - 8, lo, hi))
+      v.push_back(kiln::convert<T>(d));
+    for (double d : {0.0, -0.0, 1.0, -1.0, double(INFINITY), -double(INFINITY), double(NAN), 0.5})
+      v.push_back(kiln::convert<T>(d));
+  } else {
+    const auto l =
+        static_cast<std::int64_t>(std::max<double>(lo, double(std::numeric_limits<T>::lowest())));
+    const auto h =
+        static_cast<std::int64_t>(std::min<double>(hi, double(std::numeric_limits<T>::max())));
+    for (auto i : test::integers<T>(n - 4, l, h))
+      v.push_back(i);
+    for (T x : {T(0), static_cast<T>(-1), std::numeric_limits<T>::lowest(),
+                std::numeric_limits<T>::max()})
+      v.push_back(x);
+  }
+  std::shuffle(v.begin(), v.end(), test::rng());
+  return v;
+}
+
+inline bool agree(float a, float b, std::uint64_t ulp) {
+  return test::same_value(a, b) ||
+         (!std::isnan(a) && !std::isinf(a) && !std::isinf(b) && test::ulp_distance(a, b) <= ulp);
+}
+inline bool agree(double a, double b, std::uint64_t ulp) {
+  return test::same_value(a, b) ||
+         (!std::isnan(a) && !std::isinf(a) && !std::isinf(b) && test::ulp_distance(a, b) <= ulp);
+}
+// 16-bit floats: one ulp of the type, through their bit patterns.
+template <class H>
+requires(std::is_same_v<H, kiln::half> ||
+         std::is_same_v<H, kiln::bfloat16>) bool agree(H a, H b, std::uint64_t ulp) {
+  const float fa = static_cast<float>(a), fb = static_cast<float>(b);
+  if (test::same_value(fa, fb)) return true;
+  if (std::isnan(fa) || std::isnan(fb)) return false;
+  auto key = [](H x) {
+    const std::int32_t i = x.bits;
+    return i & 0x8000 ? -(i & 0x7fff) : i;
+  };
+  return std::abs(key(a) - key(b)) <= std::int64_t(ulp == 0 ? 0 : 1);
+}
+template <class T>
+requires(std::is_integral_v<T>) bool agree(T a, T b, std::uint64_t) { return a == b; }
+
+// A host tensor of the values (std::vector<bool> has no contiguous storage to view).
+template <class T>
+kiln::tensor<T> tensor_of(const std::vector<T>& v) {
+  kiln::tensor<T> t(kiln::shape{static_cast<std::int64_t>(v.size())});
+  for (std::size_t i = 0; i < v.size(); ++i)
+    t.data()[i] = v[i];
+  return t;
+}
+
+// Evaluates make(operands...) on the device and on the host and compares every element.
+template <class... T, class F>
+void check(const char* name, std::uint64_t ulp, F make, const std::vector<T>&... in) {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto want = make(tensor_of(in)...).eval();
+  const auto got = make(tensor_of(in).to(*dev)...).eval();
+  REQUIRE(got.device() == *dev);
+  const auto w = want.to_vector(), g = got.to_vector();
+  REQUIRE(g.size() == w.size());
+  std::size_t bad = 0;
+  std::ostringstream first;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (!agree(g[i], w[i], ulp) && bad++ < 4) {
+      first << "\n  element " << i << ": inputs";
+      ((first << " " << std::setprecision(17) << +kiln::convert<double>(in[i])), ...);
+      first << " -> device " << +kiln::convert<double>(g[i]) << ", host "
+            << +kiln::convert<double>(w[i]);
+    }
+  INFO(name << " on " << kiln::name(kiln::dtype_of<typename decltype(want)::value_type>()) << ": "
+            << bad << " of " << w.size() << " disagree" << first.str());
+  CHECK(bad == 0);
+}
+
+} // namespace catalog
