@@ -268,7 +268,7 @@ TEST_CASE("vulkan: providers registered for an op run first, the first that acce
   CHECK(calls == std::vector<std::string>{"first", "second"});
 }
 
-TEST_CASE("vulkan: parameters too big for push constants go in a buffer; KILN_DUMP_KERNELS",
+TEST_CASE("vulkan: parameters too big for push constants go in a buffer, and KILN_DUMP_KERNELS",
           "[vulkan]") {
   const kiln::device* dev = vulkan_or_skip();
   if (!dev) return;
