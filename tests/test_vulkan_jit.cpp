@@ -206,6 +206,31 @@ TEST_CASE("vulkan: moving data, creation on the device, mixed devices, memory st
   CHECK(acc.to_vector() == std::vector<float>(1000, 300.0f));
 }
 
+TEST_CASE("vulkan: KILN_DEVICE names the default device, and devices() lists vulkan:0 as usable",
+          "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  bool listed = false;
+  for (const auto& d : kiln::devices())
+    if (d.device == *dev) {
+      listed = true;
+      CHECK(d.available);
+      CHECK_FALSE(d.description.empty()); // the driver's device name
+    }
+  CHECK(listed);
+  ::setenv("KILN_DEVICE", "vulkan:0", 1);
+  const kiln::device chosen = kiln::default_device();
+  ::unsetenv("KILN_DEVICE");
+  CHECK(chosen == *dev);
+  // Creation on the default device, and an expression there.
+  const auto x = kiln::random::uniform<float>({257}, 5, -1, 1, chosen);
+  CHECK(x.device() == *dev);
+  const kiln::tensor<float> y = x * 2.0f + 1.0f;
+  const auto xs = host_values(x), ys = host_values(y);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    CHECK(ys[i] == xs[i] * 2.0f + 1.0f);
+}
+
 TEST_CASE("vulkan: providers registered for an op run first, the first that accepts wins",
           "[vulkan]") {
   const kiln::device* dev = vulkan_or_skip();
