@@ -53,9 +53,11 @@ TEST_CASE("vulkan: new sizes and new scalar values reuse the compiled kernel", "
   };
   run(1000, 0.5f); // compiles (or loads) the kernel
   const auto before = kernels_made();
+  const auto lowered = kiln::jit::lowering_count().load();
   for (int k = 0; k < 6; ++k)
     run(test::draw(1, 200000), static_cast<float>(test::uniform<float>(1, -3, 3)[0]));
   CHECK(kernels_made() == before);
+  CHECK(kiln::jit::lowering_count().load() == lowered); // the memo hit: no IR, no source
   // A new expression type is a new kernel.
   const auto x = kiln::random::uniform<float>({64}, 3, -1, 1, *dev);
   const kiln::tensor<float> z = kiln::cos(x) * 3.0f;

@@ -71,6 +71,7 @@ const compiled_pass& kernels_for(jit_backend& be, const leaf_table& lt, bool str
   // Miss: lower (once per key) and compile outside the lock; the backend's compile is
   // single-flight, so threads racing here share one compile of each kernel.
   if (!plan) {
+    ++lowering_count();
     const kernel_ir ir = lower({dtype_of<typename O::dst_type>()...}, lt.pattern, strided, rank,
                                wide, *outs.expr...);
     plan = std::make_shared<const stage_plan>(split_stages(ir, be.max_buffers()));

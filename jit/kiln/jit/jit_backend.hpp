@@ -51,6 +51,12 @@ inline std::atomic<std::uint64_t>& compile_count() {
   static std::atomic<std::uint64_t> n{0};
   return n;
 }
+// Expressions lowered to IR (a source string is built and hashed only after a lowering):
+// an evaluation that finds its kernels in the memo adds nothing here.
+inline std::atomic<std::uint64_t>& lowering_count() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
 inline std::atomic<std::uint64_t>& disk_hit_count() {
   static std::atomic<std::uint64_t> n{0};
   return n;
