@@ -78,14 +78,17 @@ inline bool nvrtc_or_skip() {
 // Compiles for compute_<arch> (PTX) and assembles it with ptxas for sm_<arch>; with
 // `cubin`, also makes the cubin the backend would load on such a device. Returns the PTX.
 inline jit::cuda::module_image compile_and_assemble(const std::string& source, int arch,
-                                                   bool cubin = false) {
+                                                    bool cubin = false) {
   const auto ptx = jit::cuda::compile_for(source, {arch, true});
   REQUIRE(ptx.bytes.size() > 100);
   jit::cuda::assemble_ptx(ptx, arch);
   if (cubin) {
     const auto bin = jit::cuda::compile_for(source, {arch, false});
     REQUIRE(bin.bytes.size() > 4);
-    CHECK(std::memcmp(bin.bytes.data(), "\x7f" "ELF", 4) == 0); // a cubin is an ELF image
+    CHECK(std::memcmp(bin.bytes.data(),
+                      "\x7f"
+                      "ELF",
+                      4) == 0); // a cubin is an ELF image
   }
   return ptx;
 }

@@ -42,9 +42,9 @@ std::string reduction_source(jit::kernel_ir ir, jit::reduce_kind k, bool group) 
 }
 
 constexpr jit::reduce_kind all_kinds[] = {
-    jit::reduce_kind::sum,    jit::reduce_kind::prod,   jit::reduce_kind::mean,
-    jit::reduce_kind::max,    jit::reduce_kind::min,    jit::reduce_kind::argmax,
-    jit::reduce_kind::argmin, jit::reduce_kind::all,    jit::reduce_kind::any};
+    jit::reduce_kind::sum,    jit::reduce_kind::prod, jit::reduce_kind::mean,
+    jit::reduce_kind::max,    jit::reduce_kind::min,  jit::reduce_kind::argmax,
+    jit::reduce_kind::argmin, jit::reduce_kind::all,  jit::reduce_kind::any};
 
 } // namespace
 
@@ -59,8 +59,7 @@ TEST_CASE("cuda codegen: all nine reductions over fused prologues, both template
   // Reduced expressions of several dtypes: the prologue is fused into kiln_value().
   const std::vector<jit::kernel_ir> narrow = {
       cuda_test::ir_of(false, 1, false, kiln::exp(x) * 2.0f),
-      cuda_test::ir_of(true, 2, false, i + i),
-      cuda_test::ir_of(false, 1, false, h * h),
+      cuda_test::ir_of(true, 2, false, i + i), cuda_test::ir_of(false, 1, false, h * h),
       cuda_test::ir_of(true, 2, false, b && b)};
   std::vector<std::string> srcs;
   for (const auto& ir : narrow)
@@ -140,7 +139,8 @@ TEST_CASE("cuda codegen: 200 distinct leaves split into stages that fit the para
   cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
 }
 
-TEST_CASE("cuda codegen: an op with no CUDA spelling is a kiln::error naming it", "[cuda][codegen]") {
+TEST_CASE("cuda codegen: an op with no CUDA spelling is a kiln::error naming it",
+          "[cuda][codegen]") {
   static constexpr kiln::spelling none{};
   static constexpr jit::ir_op fake{"fake_op", &none, &none, &none};
   jit::kernel_ir ir;
@@ -153,8 +153,8 @@ TEST_CASE("cuda codegen: an op with no CUDA spelling is a kiln::error naming it"
   op.args = {ir.add(ld), -1, -1};
   op.op = &fake;
   ir.results = {ir.add(op)};
-  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir),
-                    Catch::Contains("op has no CUDA spelling") && Catch::Contains("fake_op on f32"));
+  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir), Catch::Contains("op has no CUDA spelling") &&
+                                                           Catch::Contains("fake_op on f32"));
 }
 
 TEST_CASE("cuda codegen: too many scalars for the parameter space is a kiln::error",
@@ -180,9 +180,9 @@ TEST_CASE("nvrtc: a compile error is a kiln::error with NVRTC's log and the numb
   } catch (const kiln::error& e) {
     const std::string what = e.what();
     CHECK(what.find("NVRTC failed to compile the generated CUDA") != std::string::npos);
-    CHECK(what.find("undeclared_x") != std::string::npos);       // NVRTC's log
+    CHECK(what.find("undeclared_x") != std::string::npos);           // NVRTC's log
     CHECK(what.find("2:   undeclared_x = 1;") != std::string::npos); // the numbered line
-    CHECK(what.find("-arch=compute_80") != std::string::npos);   // the options
+    CHECK(what.find("-arch=compute_80") != std::string::npos);       // the options
   }
 }
 

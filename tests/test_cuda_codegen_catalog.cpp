@@ -12,11 +12,10 @@ using kiln::tensor;
 
 template <class T>
 auto casts(const tensor<T>& x) {
-  return std::make_tuple(kiln::cast<bool>(x), kiln::cast<std::uint8_t>(x),
-                         kiln::cast<std::int32_t>(x), kiln::cast<std::uint32_t>(x),
-                         kiln::cast<std::int64_t>(x), kiln::cast<kiln::half>(x),
-                         kiln::cast<kiln::bfloat16>(x), kiln::cast<float>(x),
-                         kiln::cast<double>(x));
+  return std::make_tuple(
+      kiln::cast<bool>(x), kiln::cast<std::uint8_t>(x), kiln::cast<std::int32_t>(x),
+      kiln::cast<std::uint32_t>(x), kiln::cast<std::int64_t>(x), kiln::cast<kiln::half>(x),
+      kiln::cast<kiln::bfloat16>(x), kiln::cast<float>(x), kiln::cast<double>(x));
 }
 
 // Float math: computed in a float type (integers promote).
@@ -32,7 +31,7 @@ auto math(const tensor<T>& x, const tensor<T>& y) {
 template <class T>
 auto common(const tensor<T>& x, const tensor<T>& y, const tensor<bool>& c) {
   using namespace kiln;
-  return std::make_tuple(x == y, x != y, x < y, x <= y, x > y, x >= y, x && y, x || y, !x,
+  return std::make_tuple(x == y, x != y, x<y, x <= y, x> y, x >= y, x && y, x || y, !x,
                          logical_xor(x, y), where(c, x, y), isnan(x), isinf(x), isfinite(x));
 }
 
@@ -64,7 +63,8 @@ auto catalog() {
 
 template <class... T>
 std::vector<std::string> sources(bool strided, int rank, bool wide) {
-  return {cuda_test::elementwise_source(cuda_test::ir_of_tuple(strided, rank, wide, catalog<T>()))...};
+  return {
+      cuda_test::elementwise_source(cuda_test::ir_of_tuple(strided, rank, wide, catalog<T>()))...};
 }
 std::vector<std::string> all_dtypes(bool strided, int rank, bool wide) {
   return sources<bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,

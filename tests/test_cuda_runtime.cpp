@@ -24,7 +24,8 @@ TEST_CASE("cuda: cuda:0 is listed, unavailable with the reason where there is no
     return;
   }
   CHECK_FALSE(info->available);
-  CHECK(info->description == (cuda::driver().ok() ? cuda::nvrtc().why_not : cuda::driver().why_not));
+  CHECK(info->description ==
+        (cuda::driver().ok() ? cuda::nvrtc().why_not : cuda::driver().why_not));
   // Naming it is a kiln::error carrying the same reason.
   CHECK_THROWS_WITH(kiln::device("cuda:0"), Catch::Contains("device is not available") &&
                                                 Catch::Contains(info->description));
@@ -119,7 +120,8 @@ TEST_CASE("cuda cache key: NVRTC version, architecture, driver, options and sour
 
 TEST_CASE("cuda cache: an image from the disk cache is checked before it is loaded",
           "[cuda][cache]") {
-  const std::string elf = "\x7f" "ELF....";
+  const std::string elf = "\x7f"
+                          "ELF....";
   const std::string ptx = std::string(".version 8.0\n") + '\0';
   auto bytes = [](const std::string& s) {
     return std::span(reinterpret_cast<const std::byte*>(s.data()), s.size());

@@ -16,9 +16,9 @@
 namespace kiln::jit {
 
 struct dialect {
-  const char* name;                 // for messages: "GLSL", "CUDA"
+  const char* name;                    // for messages: "GLSL", "CUDA"
   const spelling* ir_op::*spelling_of; // the op's spelling in this dialect
-  const char* index_types[2];       // 32-bit, 64-bit index type
+  const char* index_types[2];          // 32-bit, 64-bit index type
   // Element `index` (a variable of the index type) of buffer b.
   std::string (*element)(const kernel_ir&, int b, const std::string& index);
   std::string (*load)(dtype, const std::string& x);  // stored element -> register
@@ -236,8 +236,8 @@ inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduc
 inline std::string value_function(const dialect& d, const kernel_ir& ir, dtype value,
                                   const std::string& params = "") {
   const std::string I = d.index_type(ir);
-  std::string s = std::string(glsl::register_type(value)) + " kiln_value(" + params + "const " +
-                  I + " i) {\n";
+  std::string s =
+      std::string(glsl::register_type(value)) + " kiln_value(" + params + "const " + I + " i) {\n";
   s += element_code(d, ir, static_cast<int>(ir.inputs.size()), "  ");
   return s + "  return " + var(ir.results[0]) + ";\n}\n";
 }

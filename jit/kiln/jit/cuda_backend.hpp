@@ -36,7 +36,10 @@ inline hash128 kernel_key(std::string_view source, std::string_view options,
 // Is this (from the disk cache) plausibly an image of the kind asked for?
 inline bool looks_like(std::span<const std::byte> b, bool ptx) {
   if (ptx) return !b.empty() && b.back() == std::byte{0};
-  return b.size() > 4 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0;
+  return b.size() > 4 && std::memcmp(b.data(),
+                                     "\x7f"
+                                     "ELF",
+                                     4) == 0;
 }
 
 struct cuda_kernel : kernel {
@@ -155,10 +158,9 @@ private:
     k->compile_ms = ms_since(t0);
     log(std::string(k->from_cache ? "disk cache hit " : "compiled ") + key.hex() + " in " +
         std::to_string(k->compile_ms) + " ms" +
-        (k->from_cache ? "" : " (NVRTC " + std::to_string(nvrtc_ms) + " ms, " + opts + ")") +
-        ", " + std::to_string(ir.code.size()) + " instructions, " +
-        std::to_string(layout.buffers) + " buffers, params " +
-        std::to_string(struct_bytes(layout)) + " B");
+        (k->from_cache ? "" : " (NVRTC " + std::to_string(nvrtc_ms) + " ms, " + opts + ")") + ", " +
+        std::to_string(ir.code.size()) + " instructions, " + std::to_string(layout.buffers) +
+        " buffers, params " + std::to_string(struct_bytes(layout)) + " B");
     return k;
   }
 

@@ -41,8 +41,8 @@ inline std::string store(dtype d, const std::string& v) {
   return glsl::store_expr(d, v);
 }
 
-inline const dialect cuda_dialect{
-    "CUDA", &ir_op::cuda, {"int", "int64_t"}, element, load, store, glsl::literal_style::cpp};
+inline const dialect cuda_dialect{"CUDA", &ir_op::cuda, {"int", "int64_t"},      element,
+                                  load,   store,        glsl::literal_style::cpp};
 
 // The bytes of the parameter struct: pointers, then the layout's block, padded to 8.
 inline std::uint32_t struct_bytes(const param_layout& l) {
@@ -97,7 +97,8 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
   std::string s = preamble(ir, layout);
   s += "extern \"C\" __global__ void kiln_kernel(const kiln_params P) {\n";
   s += "  const " + I + " step = " + I + "(gridDim.x) * blockDim.x;\n";
-  s += "  for (" + I + " i = " + I + "(blockIdx.x) * blockDim.x + threadIdx.x; i < P.n; i += step) {\n";
+  s += "  for (" + I + " i = " + I +
+       "(blockIdx.x) * blockDim.x + threadIdx.x; i < P.n; i += step) {\n";
   s += codegen::element_code(cuda_dialect, ir, static_cast<int>(layout.buffers), "    ");
   s += codegen::store_outputs(cuda_dialect, ir, "    ");
   return s + "  }\n}\n";

@@ -42,8 +42,8 @@ inline std::string element(const kernel_ir& ir, int b, const std::string& index)
   return "b" + std::to_string(b) + ".d[" + (ir.wide_index ? "uint(" + index + ")" : index) + "]";
 }
 
-inline const dialect glsl_dialect{"GLSL", &ir_op::glsl,          {"int", "int64_t"}, element,
-                                  load_expr, store_expr, literal_style::glsl};
+inline const dialect glsl_dialect{"GLSL",    &ir_op::glsl, {"int", "int64_t"}, element,
+                                  load_expr, store_expr,   literal_style::glsl};
 
 // Everything before the kernel's body: version, extensions, buffers (IR inputs, then its
 // outputs), the parameter block, conversion and math helpers.

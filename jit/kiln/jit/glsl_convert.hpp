@@ -81,7 +81,8 @@ inline std::string round_expr(dtype to, const std::string& x) {
 enum class literal_style : std::uint8_t { glsl, cpp };
 
 // The exact decimal literal of an integer-valued float.
-inline std::string float_literal(long double v, bool f64, literal_style style = literal_style::glsl) {
+inline std::string float_literal(long double v, bool f64,
+                                 literal_style style = literal_style::glsl) {
   char buf[64];
   const char* suffix = style == literal_style::glsl ? (f64 ? "lf" : "") : (f64 ? "" : "f");
   std::snprintf(buf, sizeof buf, "%.0Lf.0%s", v, suffix);
@@ -108,9 +109,9 @@ std::string saturate_expr(dtype from, const std::string& x, const char* lo_lit, 
     hi = f;
   }
   const std::string t = register_type(dtype_of<To>());
-  return "(isnan(" + x + ") ? " + t + "(0) : " + x + " <= " + float_literal(lo, f64, style) + " ? " +
-         lo_lit + " : " + x + " >= " + float_literal(hi, f64, style) + " ? " + hi_lit + " : " + t + "(" +
-         x + "))";
+  return "(isnan(" + x + ") ? " + t + "(0) : " + x + " <= " + float_literal(lo, f64, style) +
+         " ? " + lo_lit + " : " + x + " >= " + float_literal(hi, f64, style) + " ? " + hi_lit +
+         " : " + t + "(" + x + "))";
 }
 
 inline std::string saturate(dtype from, dtype to, const std::string& x, literal_style style) {

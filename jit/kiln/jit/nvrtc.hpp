@@ -61,8 +61,8 @@ inline module_image compile_cuda(const nvrtc_library& nv, const std::string& sou
   if (!nv.ok()) throw error("jit", "NVRTC is not available", nv.why_not);
   const auto t0 = std::chrono::steady_clock::now();
   nvrtcProgram prog = nullptr;
-  if (const auto r = nv.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr,
-                                           nullptr);
+  if (const auto r =
+          nv.nvrtcCreateProgram(&prog, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr);
       r != 0)
     throw error("jit", "nvrtcCreateProgram failed", nv.nvrtcGetErrorString(r));
   struct destroy {
@@ -105,7 +105,8 @@ inline module_image compile_for(const std::string& source, const nvrtc_target& t
 
 // ptxas from the CUDA home's bin/, else on PATH (KILN_PTXAS names it explicitly).
 inline program_location find_ptxas() {
-  if (const char* v = std::getenv("KILN_PTXAS"); v && *v) return find_program("ptxas", "KILN_PTXAS");
+  if (const char* v = std::getenv("KILN_PTXAS"); v && *v)
+    return find_program("ptxas", "KILN_PTXAS");
   const auto& home = cuda_home_from_environment();
   if (!home.path.empty()) {
     program_location p = locate_program(home.path + "/bin/ptxas");
@@ -124,9 +125,9 @@ inline void assemble_ptx(const module_image& ptx, int arch) {
   if (!text.empty() && text.back() == std::byte{0}) text = text.first(text.size() - 1);
   in.write_and_close(text, "ptxas");
   temp_file out(".cubin", "ptxas");
-  const auto r = run_program(where.path,
-                             {"-arch=sm_" + std::to_string(arch), in.path(), "-o", out.path()},
-                             std::chrono::seconds(60), "ptxas");
+  const auto r =
+      run_program(where.path, {"-arch=sm_" + std::to_string(arch), in.path(), "-o", out.path()},
+                  std::chrono::seconds(60), "ptxas");
   if (!r.succeeded())
     throw error("jit", "ptxas rejected the PTX NVRTC produced",
                 "sm_" + std::to_string(arch) + ", " + r.ending() + ":\n" + r.err + r.out);

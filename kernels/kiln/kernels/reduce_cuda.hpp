@@ -14,7 +14,8 @@ namespace kiln::kernels::cuda {
 inline constexpr int reduce_block_size = 64;
 
 inline std::string reduce_group(const std::string& I, const reduction_parts& p) {
-  std::string s = "extern \"C\" __global__ void __launch_bounds__(64) kiln_kernel(const kiln_params P) {\n";
+  std::string s =
+      "extern \"C\" __global__ void __launch_bounds__(64) kiln_kernel(const kiln_params P) {\n";
   s += "  __shared__ " + p.acc + " kiln_sa[64];\n  __shared__ " + I + " kiln_si[64];\n";
   s += "  const unsigned lid = threadIdx.x;\n";
   s += "  for (" + I + " o = blockIdx.x; o < P.x1; o += gridDim.x) {\n";
@@ -39,7 +40,8 @@ inline std::string reduce_group(const std::string& I, const reduction_parts& p) 
 inline std::string reduce_thread(const std::string& I, const reduction_parts& p) {
   std::string s = "extern \"C\" __global__ void kiln_kernel(const kiln_params P) {\n";
   s += "  const " + I + " step = " + I + "(gridDim.x) * blockDim.x;\n";
-  s += "  for (" + I + " o = " + I + "(blockIdx.x) * blockDim.x + threadIdx.x; o < P.x1; o += step) {\n";
+  s += "  for (" + I + " o = " + I +
+       "(blockIdx.x) * blockDim.x + threadIdx.x; o < P.x1; o += step) {\n";
   s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = -1;\n";
   s += "    for (" + I + " r = 0; r < P.x0; ++r) {\n";
   s += "      const " + p.value + " v = kiln_value(P, o * P.x0 + r);\n" + p.combine + "    }\n";

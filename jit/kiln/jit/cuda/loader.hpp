@@ -108,7 +108,8 @@ inline cuda_home find_cuda_home(const char* kiln_home, const char* home) {
   return {{}, "no CUDA toolkit: set KILN_CUDA_HOME or CUDA_HOME (/usr/local/cuda does not exist)"};
 }
 inline const cuda_home& cuda_home_from_environment() {
-  static const cuda_home h = find_cuda_home(std::getenv("KILN_CUDA_HOME"), std::getenv("CUDA_HOME"));
+  static const cuda_home h =
+      find_cuda_home(std::getenv("KILN_CUDA_HOME"), std::getenv("CUDA_HOME"));
   return h;
 }
 
