@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 log2=${1:-26}
 
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
-  -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF >/dev/null
+  -DKILN_BENCH_GPU_ONLY=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-bench --target bench_cuda_jit >/dev/null
 
 echo "## $(date -u '+%Y-%m-%d %H:%M UTC') — CUDA: $(nvidia-smi --query-gpu=name,driver_version \

@@ -194,7 +194,9 @@ inline std::shared_ptr<backend> open_cuda(int index) {
   std::lock_guard lock(m);
   auto& b = open[index];
   if (!b) {
-    if (!nvrtc().ok()) throw error("device", "device is not available", nvrtc().why_not);
+    if (!nvrtc().ok())
+      throw error("device", "device is not available",
+                  "cuda:" + std::to_string(index) + ": " + nvrtc().why_not);
     b = std::make_shared<cuda_backend>(index, context::get(index));
   }
   return b;

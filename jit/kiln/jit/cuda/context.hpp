@@ -30,7 +30,9 @@ struct block {
 class context {
 public:
   explicit context(int index) : d_(driver()) {
-    if (!d_.ok()) throw error("device", "device is not available", "cuda:0: " + d_.why_not);
+    if (!d_.ok())
+      throw error("device", "device is not available",
+                  "cuda:" + std::to_string(index) + ": " + d_.why_not);
     if (index < 0 || index >= d_.devices)
       throw error("device", "no such device",
                   "cuda:" + std::to_string(index) + " (the driver reports " +
