@@ -132,3 +132,19 @@ TEST_CASE("cuda cache: an image from the disk cache is checked before it is load
   CHECK_FALSE(cuda::looks_like(bytes("truncated ptx"), true)); // no terminating NUL
   CHECK_FALSE(cuda::looks_like({}, false));
 }
+
+TEST_CASE("cuda: 16-bit floats without a CUDA toolkit are a reason, other dtypes are not",
+          "[cuda][loader]") {
+  const auto none = cuda::find_cuda_home("/nonexistent/kiln-cuda", nullptr);
+  std::array<bool, 9> used{};
+  used[static_cast<int>(kiln::dtype::f32)] = true;
+  used[static_cast<int>(kiln::dtype::i64)] = true;
+  CHECK(cuda::missing_headers(used, none).empty());
+  used[static_cast<int>(kiln::dtype::bf16)] = true;
+  CHECK(
+      cuda::missing_headers(used, none) ==
+      "f16 and bf16 kernels include cuda_fp16.h/cuda_bf16.h: KILN_CUDA_HOME=/nonexistent/kiln-cuda "
+      "is not a directory");
+  if (cuda::is_directory("/usr/local/cuda"))
+    CHECK(cuda::missing_headers(used, cuda::find_cuda_home(nullptr, nullptr)).empty());
+}

@@ -42,6 +42,16 @@ inline bool looks_like(std::span<const std::byte> b, bool ptx) {
                                      4) == 0;
 }
 
+// Every dtype runs on every architecture; 16-bit floats need the toolkit's cuda_fp16.h and
+// cuda_bf16.h, which NVRTC does not have built in: why a kernel using `used` cannot be
+// compiled without a CUDA home ("" when it can).
+inline std::string missing_headers(const std::array<bool, 9>& used, const cuda_home& home) {
+  if ((used[static_cast<int>(dtype::f16)] || used[static_cast<int>(dtype::bf16)]) &&
+      home.path.empty())
+    return "f16 and bf16 kernels include cuda_fp16.h/cuda_bf16.h: " + home.why_not;
+  return {};
+}
+
 struct cuda_kernel : kernel {
   cuda_kernel(const kernel_ir& ir, param_layout l) : kernel(ir, std::move(l)) {}
   CUfunction fn = nullptr;
@@ -62,8 +72,14 @@ public:
     const auto& p = ctx_->properties();
     return p.name + " (CUDA, sm_" + std::to_string(p.cc) + ", " + nvrtc().version() + ")";
   }
-  std::string unsupported(dtype) const override { return {}; } // every dtype, every arch
-  std::string cannot_run(const std::array<bool, 9>&) const override { return {}; }
+  std::string unsupported(dtype d) const override {
+    std::array<bool, 9> used{};
+    used[static_cast<int>(d)] = true;
+    return cannot_run(used);
+  }
+  std::string cannot_run(const std::array<bool, 9>& used) const override {
+    return missing_headers(used, cuda_home_from_environment());
+  }
 
   // --- memory: a handle is a heap-held block
   void* allocate(std::size_t bytes) override { return new block(ctx_->allocate(bytes)); }
