@@ -1,20 +1,7 @@
-// Every cast between kiln's dtypes on the Vulkan device against the host, exactly (see
-// vulkan_catalog.hpp). A file of its own: 81 conversions are a build of their own.
-#include "vulkan_catalog.hpp"
+// The catalog's casts checks (catalog_casts.hpp) on the Vulkan device against the host.
+#include "vulkan_support.hpp"
 
-using catalog::check;
-using catalog::values;
-
-// Every conversion: saturating float -> integer, NaN -> 0, rounding once to f16/bf16.
-template <class From, class... To>
-void casts_from() {
-  const auto x = values<From>(-3e5, 3e5);
-  (check(
-       "cast", 0, [](const auto& a) { return kiln::cast<To>(a); }, x),
-   ...);
-}
-TEMPLATE_TEST_CASE("vulkan catalog: cast", "[vulkan][catalog]", bool, std::uint8_t, std::int32_t,
-                   std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float, double) {
-  casts_from<TestType, bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
-             kiln::bfloat16, float, double>();
-}
+#define KILN_CATALOG_DEVICE vulkan_or_skip
+#define KILN_CATALOG_NAME "vulkan catalog: "
+#define KILN_CATALOG_TAGS "[vulkan][catalog]"
+#include "catalog_casts.hpp"

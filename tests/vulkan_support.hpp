@@ -7,7 +7,7 @@
 // Catch listener, and must come before any other include of Catch: the listener's base
 // class is only declared with CATCH_CONFIG_EXTERNAL_INTERFACES).
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
-#include "support.hpp"
+#include "device_support.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -25,31 +25,11 @@ namespace vulkan_test {
 
 // The environment the backend reads when it opens a device, set before any test runs.
 struct environment {
-  std::string cache_dir;
-  bool fresh_cache = false; // the cache dir was made for this run (empty at the start)
-
+  device_test::fresh_cache cache{"kiln-vulkan-test-"};
   environment() {
     ::setenv("KILN_VK_VALIDATION", "1", 1);
     ::setenv("KILN_VALIDATE_SPIRV", "1", 1); // every generated module through spirv-val
-    if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) {
-      cache_dir = d;
-      return;
-    }
-    std::error_code ec;
-    const auto tmp = std::filesystem::temp_directory_path(ec);
-    std::string pattern = (ec ? std::filesystem::path("/tmp") : tmp) / "kiln-vulkan-test-XXXXXX";
-    if (::mkdtemp(pattern.data())) {
-      cache_dir = pattern;
-      fresh_cache = true;
-      ::setenv("KILN_CACHE_DIR", cache_dir.c_str(), 1);
-    }
   }
-  ~environment() {
-    std::error_code ec;
-    if (fresh_cache) std::filesystem::remove_all(cache_dir, ec);
-  }
-  environment(const environment&) = delete;
-  environment& operator=(const environment&) = delete;
 };
 
 // Made during static initialization of the including translation unit, so before main().
@@ -114,25 +94,8 @@ struct validation_listener : Catch::TestEventListenerBase {
 };
 CATCH_REGISTER_LISTENER(validation_listener)
 
-struct lookup {
-  std::optional<kiln::device> device;
-  std::string why_not;
-};
-
-inline const lookup& find_vulkan() {
-  static const lookup found = [] {
-    lookup r;
-    const kiln::device want(kiln::device_kind::vulkan, 0);
-    for (const auto& i : kiln::devices())
-      if (i.device == want) {
-        if (i.available)
-          r.device = want;
-        else
-          r.why_not = i.description;
-      }
-    if (!r.device && r.why_not.empty()) r.why_not = "vulkan:0 is not among kiln::devices()";
-    return r;
-  }();
+inline const device_test::lookup& find_vulkan() {
+  static const auto found = device_test::find_device({kiln::device_kind::vulkan, 0});
   return found;
 }
 
@@ -142,12 +105,6 @@ inline const lookup& find_vulkan() {
 // (then the test returns: it is skipped, visibly). KILN_REQUIRE_VULKAN=1 turns the skip
 // into a failure, for machines that must have the device.
 inline const kiln::device* vulkan_or_skip() {
-  const auto& found = vulkan_test::find_vulkan();
-  if (found.device) return &*found.device;
-  const char* require = std::getenv("KILN_REQUIRE_VULKAN");
-  if (require && std::string(require) == "1")
-    FAIL_CHECK("no Vulkan device (KILN_REQUIRE_VULKAN=1): " << found.why_not);
-  else
-    WARN("no Vulkan device: " << found.why_not);
-  return nullptr;
+  return device_test::device_or_skip(vulkan_test::find_vulkan(), "KILN_REQUIRE_VULKAN",
+                                     "no Vulkan device");
 }

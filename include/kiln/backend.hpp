@@ -79,7 +79,13 @@ inline std::shared_ptr<backend> backend_for(const device& d, const char* op = "d
   if (!p.open)
     throw error(op, "device is not available",
                 d.str() + ": its backend is not built into this program; include <kiln/kiln.hpp>");
-  return p.open(d.index());
+  // A device its backend cannot open (no driver, no GPU) is reported as the caller's op.
+  try {
+    return p.open(d.index());
+  } catch (const error& e) {
+    if (e.op() != "device" || std::string_view(op) == "device") throw;
+    throw error(op, e.reason(), e.details());
+  }
 }
 
 namespace detail {

@@ -21,6 +21,8 @@ inline constexpr bool simd_number = detail::is_simd_float<T> || detail::is_simd_
 struct add : op_base {
   static constexpr const char* name = "add";
   static constexpr spelling glsl{.any = "($0 + $1)"};
+  // CUDA C++: integers wrap through uint64_t (signed overflow is undefined there, not in GLSL).
+  static constexpr spelling cuda{.integer = "$T(uint64_t($0) + uint64_t($1))", .any = "($0 + $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -41,6 +43,7 @@ struct add : op_base {
 struct sub : op_base {
   static constexpr const char* name = "sub";
   static constexpr spelling glsl{.any = "($0 - $1)"};
+  static constexpr spelling cuda{.integer = "$T(uint64_t($0) - uint64_t($1))", .any = "($0 - $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -61,6 +64,7 @@ struct sub : op_base {
 struct mul : op_base {
   static constexpr const char* name = "mul";
   static constexpr spelling glsl{.any = "($0 * $1)"};
+  static constexpr spelling cuda{.integer = "$T(uint64_t($0) * uint64_t($1))", .any = "($0 * $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -86,6 +90,11 @@ struct div : op_base {
       .integer = "($1 == $T(0) ? $T(0) : ($T(-1) < $T(0) && $1 == ~$T(0)) ? $T(0) - $0 : "
                  "$0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1))",
       .any = "($0 / $1)"};
+  static constexpr spelling cuda{
+      .integer = "($1 == $T(0) ? $T(0) : ($T(-1) < $T(0) && $1 == ~$T(0)) ? "
+                 "$T(uint64_t(0) - uint64_t($0)) : "
+                 "$0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1))",
+      .any = "($0 / $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -107,11 +116,13 @@ struct div : op_base {
 
 struct mod : op_base {
   static constexpr const char* name = "mod";
-  static constexpr spelling glsl{
-      .integer = "(($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(0) : "
-                 "$0 - ($0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1)) * "
-                 "$1)",
-      .any = "kiln_fmod($0, $1)"};
+  static constexpr const char* integer_mod =
+      "(($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(0) : "
+      "$0 - ($0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1)) * "
+      "$1)";
+  static constexpr spelling glsl{.integer = integer_mod, .any = "kiln_fmod($0, $1)"};
+  static constexpr spelling cuda{
+      .integer = integer_mod, .f32 = "fmodf($0, $1)", .f64 = "fmod($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -132,6 +143,7 @@ struct mod : op_base {
 struct neg : op_base {
   static constexpr const char* name = "neg";
   static constexpr spelling glsl{.integer = "($T(0) - $0)", .any = "(-$0)"};
+  static constexpr spelling cuda{.integer = "$T(uint64_t(0) - uint64_t($0))", .any = "(-$0)"};
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -156,6 +168,9 @@ struct neg : op_base {
 struct abs : op_base {
   static constexpr const char* name = "abs";
   static constexpr spelling glsl{.integer = "($0 < $T(0) ? $T(0) - $0 : $0)", .any = "abs($0)"};
+  static constexpr spelling cuda{.integer = "($0 < $T(0) ? $T(uint64_t(0) - uint64_t($0)) : $0)",
+                                 .f32 = "fabsf($0)",
+                                 .f64 = "fabs($0)"};
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -179,6 +194,7 @@ struct sign : op_base {
   static constexpr const char* name = "sign";
   static constexpr spelling glsl{.integer = "($0 > $T(0) ? $T(1) : $0 < $T(0) ? $T(-1) : $T(0))",
                                  .any = "($0 > $T(0) ? $T(1) : $0 < $T(0) ? $T(-1) : $0)"};
+  static constexpr spelling cuda = glsl; // valid C++ with the same meaning
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -200,6 +216,7 @@ struct maximum : op_base {
   static constexpr const char* name = "maximum";
   static constexpr spelling glsl{.integer = "($0 < $1 ? $1 : $0)",
                                  .any = "((isnan($0) || isnan($1)) ? $0 + $1 : $0 < $1 ? $1 : $0)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -223,6 +240,7 @@ struct minimum : op_base {
   static constexpr const char* name = "minimum";
   static constexpr spelling glsl{.integer = "($1 < $0 ? $1 : $0)",
                                  .any = "((isnan($0) || isnan($1)) ? $0 + $1 : $1 < $0 ? $1 : $0)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -248,6 +266,7 @@ struct clamp : op_base {
   static constexpr spelling glsl{.integer = "($2 < ($0 < $1 ? $1 : $0) ? $2 : ($0 < $1 ? $1 : $0))",
                                  .any = "((isnan($0) || isnan($1) || isnan($2)) ? $0 + $1 + $2 : "
                                         "$2 < ($0 < $1 ? $1 : $0) ? $2 : ($0 < $1 ? $1 : $0))"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 3;
   using rule = rules::arithmetic;
   template <class T>

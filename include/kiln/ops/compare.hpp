@@ -13,6 +13,7 @@ namespace kiln::ops {
     /* GLSL orders no bools: compare them as 0 and 1, as C++ does */                               \
     static constexpr spelling glsl{.boolean = "(int($0) " #sym " int($1))",                        \
                                    .any = "($0 " #sym " $1)"};                                     \
+    static constexpr spelling cuda = glsl; /* valid C++, the same meaning */                       \
     using rule = rules::comparison;                                                                \
     template <class T>                                                                             \
     static bool host(T a, T b) {                                                                   \

@@ -9,6 +9,7 @@ namespace kiln::ops {
 struct logical_and : op_base {
   static constexpr const char* name = "logical_and";
   static constexpr spelling glsl{.any = "($0 && $1)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a && b; }
@@ -16,6 +17,7 @@ struct logical_and : op_base {
 struct logical_or : op_base {
   static constexpr const char* name = "logical_or";
   static constexpr spelling glsl{.any = "($0 || $1)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a || b; }
@@ -23,6 +25,7 @@ struct logical_or : op_base {
 struct logical_xor : op_base {
   static constexpr const char* name = "logical_xor";
   static constexpr spelling glsl{.any = "($0 != $1)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a != b; }
@@ -30,6 +33,7 @@ struct logical_xor : op_base {
 struct logical_not : op_base {
   static constexpr const char* name = "logical_not";
   static constexpr spelling glsl{.any = "(!$0)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 1;
   using rule = rules::logical;
   static bool host(bool a) { return !a; }
@@ -38,6 +42,7 @@ struct logical_not : op_base {
 struct bit_and : op_base {
   static constexpr const char* name = "bit_and";
   static constexpr spelling glsl{.boolean = "($0 && $1)", .integer = "($0 & $1)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -54,6 +59,7 @@ struct bit_and : op_base {
 struct bit_or : op_base {
   static constexpr const char* name = "bit_or";
   static constexpr spelling glsl{.boolean = "($0 || $1)", .integer = "($0 | $1)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -70,6 +76,7 @@ struct bit_or : op_base {
 struct bit_xor : op_base {
   static constexpr const char* name = "bit_xor";
   static constexpr spelling glsl{.boolean = "($0 != $1)", .integer = "($0 ^ $1)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -86,6 +93,7 @@ struct bit_xor : op_base {
 struct bit_not : op_base {
   static constexpr const char* name = "bit_not";
   static constexpr spelling glsl{.boolean = "(!$0)", .integer = "(~$0)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 1;
   using rule = rules::bitwise;
   template <class T>

@@ -121,6 +121,7 @@ B simd_sigmoid(const B& x) {
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.any = "kiln_" #Name "($0)"};                                   \
+    static constexpr spelling cuda{.f32 = #Name "f($0)", .f64 = #Name "($0)"}; /* libdevice */     \
     static constexpr int arity = 1;                                                                \
     using rule = rules::floating;                                                                  \
     template <class T>                                                                             \
@@ -172,6 +173,7 @@ KILN_FLOAT_UNARY(sigmoid, edges::host_sigmoid(x), edges::simd_sigmoid(x))
 struct erf : op_base {
   static constexpr const char* name = "erf";
   static constexpr spelling glsl{.any = "kiln_erf($0)"};
+  static constexpr spelling cuda{.f32 = "erff($0)", .f64 = "erf($0)"};
   static constexpr int arity = 1;
   using rule = rules::floating;
   template <class T>
@@ -188,6 +190,7 @@ struct erf : op_base {
 struct erfc : op_base {
   static constexpr const char* name = "erfc";
   static constexpr spelling glsl{.any = "kiln_erfc($0)"};
+  static constexpr spelling cuda{.f32 = "erfcf($0)", .f64 = "erfc($0)"};
   static constexpr int arity = 1;
   using rule = rules::floating;
   template <class T>
@@ -200,6 +203,7 @@ struct erfc : op_base {
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.any = "kiln_" #Name "($0, $1)"};                               \
+    static constexpr spelling cuda{.f32 = #Name "f($0, $1)", .f64 = #Name "($0, $1)"};             \
     static constexpr int arity = 2;                                                                \
     using rule = rules::floating;                                                                  \
     template <class T>                                                                             \
@@ -221,6 +225,7 @@ KILN_FLOAT_BINARY(atan2, std::atan2(x, y), edges::simd_atan2(x, y))
 struct fmod : op_base {
   static constexpr const char* name = "fmod";
   static constexpr spelling glsl{.any = "kiln_fmod($0, $1)"};
+  static constexpr spelling cuda{.f32 = "fmodf($0, $1)", .f64 = "fmod($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::floating;
   template <class T>
@@ -235,6 +240,7 @@ struct fmod : op_base {
 struct pow : op_base {
   static constexpr const char* name = "pow";
   static constexpr spelling glsl{.any = "kiln_pow($0, $1)"};
+  static constexpr spelling cuda{.f32 = "powf($0, $1)", .f64 = "pow($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::floating;
   template <class T>
@@ -248,6 +254,7 @@ struct pow : op_base {
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.integer = "$0", .any = "kiln_" #Name "($0)"};                  \
+    static constexpr spelling cuda{.integer = "$0", .f32 = #Name "f($0)", .f64 = #Name "($0)"};    \
     static constexpr int arity = 1;                                                                \
     using rule = rules::rounding;                                                                  \
     template <class T>                                                                             \

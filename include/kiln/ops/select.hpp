@@ -8,6 +8,7 @@ namespace kiln::ops {
 struct where : op_base {
   static constexpr const char* name = "where";
   static constexpr spelling glsl{.any = "($0 ? $1 : $2)"};
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 3;
   using rule = rules::select;
   template <class T>
@@ -20,6 +21,7 @@ struct where : op_base {
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.integer = #int_value, .any = glsl_float};                      \
+    static constexpr spelling cuda = glsl; /* CUDA's isnan and isinf take float and double */      \
     static constexpr int arity = 1;                                                                \
     using rule = rules::predicate;                                                                 \
     template <class T>                                                                             \
@@ -39,6 +41,7 @@ template <element To>
 struct cast : op_base {
   static constexpr const char* name = "cast";
   static constexpr spelling glsl{.any = "$0"}; // converted on the way out too
+  static constexpr spelling cuda = glsl;
   static constexpr int arity = 1;
   using rule = rules::conversion<To>;
   template <class T>

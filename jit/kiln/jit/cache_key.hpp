@@ -10,6 +10,9 @@
 
 namespace kiln::jit {
 
+// The library version that generates kernel sources (part of every disk-cache key).
+inline constexpr std::string_view kiln_version = "kiln 0.1.0";
+
 struct kernel_key_inputs {
   std::string_view source;           // the full generated kernel source
   std::string_view options;          // compiler options, as passed to the compiler

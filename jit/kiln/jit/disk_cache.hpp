@@ -19,6 +19,7 @@
 #include "kiln/error.hpp"
 #include "kiln/jit/disk_cache_entry.hpp"
 #include "kiln/jit/hash.hpp"
+#include "kiln/jit/kernel_cache.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -321,5 +322,14 @@ private:
 
   std::mutex evict_mutex_;
 };
+
+// The disk cache of the process, shared by every backend and device (entries are keyed by
+// device and compiler), with the environment's settings.
+inline disk_cache& shared_disk_cache() {
+  static disk_cache c = disk_cache::from_environment();
+  static const bool said = (c.enabled() || (log("disk cache off: " + c.reason()), true));
+  (void)said;
+  return c;
+}
 
 } // namespace kiln::jit

@@ -77,10 +77,15 @@ inline std::string round_expr(dtype to, const std::string& x) {
   return std::string(to == dtype::f16 ? "kiln_round_f16(" : "kiln_round_bf16(") + x + ")";
 }
 
+// How float literals are suffixed: GLSL (1.0 float, 1.0lf double) or C++ (1.0f, 1.0).
+enum class literal_style : std::uint8_t { glsl, cpp };
+
 // The exact decimal literal of an integer-valued float.
-inline std::string float_literal(long double v, bool f64) {
+inline std::string float_literal(long double v, bool f64,
+                                 literal_style style = literal_style::glsl) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.0Lf.0%s", v, f64 ? "lf" : "");
+  const char* suffix = style == literal_style::glsl ? (f64 ? "lf" : "") : (f64 ? "" : "f");
+  std::snprintf(buf, sizeof buf, "%.0Lf.0%s", v, suffix);
   return buf;
 }
 
@@ -88,8 +93,8 @@ inline std::string float_literal(long double v, bool f64) {
 // highest, the limit. `hi` is the smallest source-type value >= the target's max (the max
 // itself may not be representable, e.g. 2^31 - 1 in float): nothing lies between them.
 template <class To>
-std::string saturate_expr(dtype from, const std::string& x, const char* lo_lit,
-                          const char* hi_lit) {
+std::string saturate_expr(dtype from, const std::string& x, const char* lo_lit, const char* hi_lit,
+                          literal_style style) {
   const bool f64 = from == dtype::f64;
   const long double lo = static_cast<long double>(std::numeric_limits<To>::lowest());
   const long double mx = static_cast<long double>(std::numeric_limits<To>::max());
@@ -104,29 +109,30 @@ std::string saturate_expr(dtype from, const std::string& x, const char* lo_lit,
     hi = f;
   }
   const std::string t = register_type(dtype_of<To>());
-  return "(isnan(" + x + ") ? " + t + "(0) : " + x + " <= " + float_literal(lo, f64) + " ? " +
-         lo_lit + " : " + x + " >= " + float_literal(hi, f64) + " ? " + hi_lit + " : " + t + "(" +
-         x + "))";
+  return "(isnan(" + x + ") ? " + t + "(0) : " + x + " <= " + float_literal(lo, f64, style) +
+         " ? " + lo_lit + " : " + x + " >= " + float_literal(hi, f64, style) + " ? " + hi_lit +
+         " : " + t + "(" + x + "))";
 }
 
-inline std::string saturate(dtype from, dtype to, const std::string& x) {
+inline std::string saturate(dtype from, dtype to, const std::string& x, literal_style style) {
   switch (to) {
   case dtype::u8:
-    return saturate_expr<std::uint8_t>(from, x, "uint8_t(0)", "uint8_t(255)");
+    return saturate_expr<std::uint8_t>(from, x, "uint8_t(0)", "uint8_t(255)", style);
   case dtype::i32:
-    return saturate_expr<std::int32_t>(from, x, "(-2147483647 - 1)", "2147483647");
+    return saturate_expr<std::int32_t>(from, x, "(-2147483647 - 1)", "2147483647", style);
   case dtype::u32:
-    return saturate_expr<std::uint32_t>(from, x, "0u", "4294967295u");
+    return saturate_expr<std::uint32_t>(from, x, "0u", "4294967295u", style);
   case dtype::i64:
     return saturate_expr<std::int64_t>(from, x, "(-9223372036854775807l - 1l)",
-                                       "9223372036854775807l");
+                                       "9223372036854775807l", style);
   default:
     return x;
   }
 }
 
 // x (a register of dtype `from`) as dtype `to`.
-inline std::string convert_expr(dtype from, dtype to, const std::string& x) {
+inline std::string convert_expr(dtype from, dtype to, const std::string& x,
+                                literal_style style = literal_style::glsl) {
   if (from == to) return x;
   const bool ffrom = is_floating(from);
   if (to == dtype::b8) return "(" + x + " != " + register_type(from) + "(0))";
@@ -142,11 +148,13 @@ inline std::string convert_expr(dtype from, dtype to, const std::string& x) {
         to, std::string(sgn ? "kiln_f32_odd_s(int64_t(" : "kiln_f32_odd_u(uint64_t(") + x + "))");
   }
   if (to == dtype::f32 || to == dtype::f64) return std::string(register_type(to)) + "(" + x + ")";
-  if (ffrom) return saturate(from, to, x);
+  if (ffrom) return saturate(from, to, x, style);
   return std::string(register_type(to)) + "(" + x + ")"; // integer to integer wraps, as C++
 }
 
-// Helper functions the conversions above call, for the dtypes a kernel uses.
+// Helper functions the conversions above call, for the dtypes a kernel uses. The CUDA
+// generator includes them too (with floatBitsToUint and friends defined for it), so they
+// negate in unsigned arithmetic: -v on the most negative value is undefined in C++.
 inline std::string conversion_library(const std::array<bool, 9>& used) {
   auto u = [&](dtype d) { return used[static_cast<int>(d)]; };
   std::string s;
@@ -190,12 +198,12 @@ inline std::string conversion_library(const std::array<bool, 9>& used) {
 // wrong for negative values here (measured: -18179 became a huge positive number).
 float kiln_f32_odd_i32(int v) {
   const bool neg = v < 0;
-  const float f = kiln_f32_odd_u(uint64_t(neg ? uint(-v) : uint(v)));
+  const float f = kiln_f32_odd_u(uint64_t(neg ? 0u - uint(v) : uint(v)));
   return neg ? -f : f;
 }
 float kiln_f32_odd_s(int64_t v) {
   const bool neg = v < int64_t(0);
-  const float f = kiln_f32_odd_u(neg ? uint64_t(-v) : uint64_t(v));
+  const float f = kiln_f32_odd_u(neg ? 0ul - uint64_t(v) : uint64_t(v));
   return neg ? -f : f;
 }
 )";

@@ -57,8 +57,9 @@ struct param_layout {
     in_buffer = bytes > max_push_bytes;
   }
 
-  // The GLSL block; member order follows the byte layout above.
-  std::string declaration(int binding) const {
+  // The members in byte order, as "<type> <name>;" (index fields n, x<k>, e<d>, then per
+  // buffer o<b> and s<b>_<d>; scalars p<k>), in the type names GLSL and CUDA share.
+  std::vector<std::string> members() const {
     struct member {
       std::uint32_t offset;
       std::string text;
@@ -88,11 +89,20 @@ struct param_layout {
                                           std::to_string(k) + ";"});
     std::sort(ms.begin(), ms.end(),
               [](const member& a, const member& b) { return a.offset < b.offset; });
+    std::vector<std::string> out;
+    for (auto& m : ms)
+      out.push_back(std::move(m.text));
+    return out;
+  }
+
+  // The GLSL block.
+  std::string declaration(int binding) const {
     std::string s = in_buffer ? "layout(std430, binding = " + std::to_string(binding) +
                                     ") readonly buffer kiln_params {\n"
                               : "layout(push_constant) uniform kiln_params {\n";
+    const auto ms = members();
     for (const auto& m : ms)
-      s += "  " + m.text + "\n";
+      s += "  " + m + "\n";
     if (ms.empty()) s += "  int unused;\n";
     return s + "} P;\n";
   }

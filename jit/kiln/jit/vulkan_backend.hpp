@@ -17,22 +17,12 @@
 
 namespace kiln::jit::vk {
 
-inline constexpr std::string_view kiln_version = "kiln 0.1.0";
-
 inline bool validate_spirv_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_VALIDATE_SPIRV");
     return v && std::string(v) == "1";
   }();
   return on;
-}
-
-// The disk cache shared by every device of the process (entries are keyed by device).
-inline disk_cache& shared_disk_cache() {
-  static disk_cache c = disk_cache::from_environment();
-  static const bool said = (c.enabled() || (log("disk cache off: " + c.reason()), true));
-  (void)said;
-  return c;
 }
 
 // A positive integer from the environment, else `fallback`; junk is a kiln::error.

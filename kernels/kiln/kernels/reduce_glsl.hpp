@@ -7,20 +7,11 @@
 //           then a tree over shared memory (no subgroup size assumed); for long reductions.
 //   thread: one invocation per output, a sequential loop; for short ones.
 // Parameters: P.x0 = count (inputs per output), P.x1 = number of outputs.
-#include <string>
+#include "kiln/kernels/reduction_parts.hpp"
 
 namespace kiln::kernels::glsl {
 
-struct reduction_parts {
-  std::string value;   // register type of the reduced expression's values
-  std::string result;  // register type of the result
-  std::string acc;     // accumulator type
-  std::string init;    // its identity, an expression
-  std::string combine; // statements folding value `v` at reduced index `r` into (a, ai)
-  std::string merge;   // statements folding (b, bi) into (a, ai); indices may be in any order
-  std::string finish;  // expression of the result (register type) from (a, ai)
-  std::string store;   // statement storing the result `res` to output o
-};
+using kernels::reduction_parts;
 
 inline constexpr int reduce_group_size = 64;
 

@@ -1,12 +1,20 @@
 #pragma once
-// Each op of the catalog on the Vulkan device against the host evaluator, on random inputs
-// mixed with special values. Exact ops (integer, comparison, logical, bitwise, select,
-// conversions, and + - * / on floats, IEEE-exact on both sides) must match bit for bit
-// (NaN as NaN, zeros with their sign); float math within the sum of the two sides' ulp
-// bounds (each side is within its bound of the true value: host tests/float_ops.hpp,
-// device jit/kiln/jit/glsl_math.hpp); 16-bit floats within one ulp of their type (both
-// sides round a float result that may differ in its last bits).
-#include "vulkan_support.hpp"
+// Each op of the catalog on a GPU device against the host evaluator, on random inputs
+// mixed with special values. The including file first includes its device's support header
+// and defines KILN_CATALOG_DEVICE (the function giving the device or skipping),
+// KILN_CATALOG_NAME (the test names' prefix) and KILN_CATALOG_TAGS; the lists of checks are
+// catalog_ops.hpp, catalog_math.hpp and catalog_casts.hpp, shared by Vulkan and CUDA. Exact ops
+// (integer, comparison, logical, bitwise, select, conversions, and + - * / on floats, IEEE-exact on
+// both sides) must match bit for bit (NaN as NaN, zeros with their sign); float math within the sum
+// of the two sides' ulp bounds (each side is within its bound of the true value: host
+// tests/float_ops.hpp, device jit/kiln/jit/glsl_math.hpp, CUDA's libdevice bounds in
+// cuda_codegen.hpp); 16-bit floats within one ulp of their type (both sides round a float result
+// that may differ in its last bits).
+#include "support.hpp"
+
+#ifndef KILN_CATALOG_DEVICE
+#error "define KILN_CATALOG_DEVICE (and include the device's support header) first"
+#endif
 
 #include <iomanip>
 #include <limits>
@@ -80,7 +88,7 @@ kiln::tensor<T> tensor_of(const std::vector<T>& v) {
 // Evaluates make(operands...) on the device and on the host and compares every element.
 template <class... T, class F>
 void check(const char* name, std::uint64_t ulp, F make, const std::vector<T>&... in) {
-  const kiln::device* dev = vulkan_or_skip();
+  const kiln::device* dev = KILN_CATALOG_DEVICE();
   if (!dev) return;
   const auto want = make(tensor_of(in)...).eval();
   const auto got = make(tensor_of(in).to(*dev)...).eval();

@@ -1,0 +1,226 @@
+#pragma once
+// The CUDA runtime of one device, over the driver API (loader.hpp): its primary context,
+// one stream as the in-order work queue (copies and launches are asynchronous; the host
+// waits only to read), a caching allocator, modules and launches, and events for timing.
+// Memory: where the driver offers stream-ordered allocation (memory pools), blocks come
+// from cuMemAllocAsync/cuMemFreeAsync on the stream, the driver's pool being the cache;
+// elsewhere a caching arena over cuMemAlloc keeps freed blocks by size for reuse (safe on
+// one in-order stream: later work runs after the work that used a block).
+#include "kiln/jit/cuda/loader.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+
+namespace kiln::jit::cuda {
+
+struct device_properties {
+  std::string name;
+  int cc = 0; // compute capability, major * 10 + minor
+  int multiprocessors = 0;
+  bool memory_pools = false;
+};
+
+struct block {
+  CUdeviceptr ptr = 0;
+  std::size_t bytes = 0; // as reserved (rounded up)
+};
+
+class context {
+public:
+  explicit context(int index) : d_(driver()) {
+    if (!d_.ok())
+      throw error("device", "device is not available",
+                  "cuda:" + std::to_string(index) + ": " + d_.why_not);
+    if (index < 0 || index >= d_.devices)
+      throw error("device", "no such device",
+                  "cuda:" + std::to_string(index) + " (the driver reports " +
+                      std::to_string(d_.devices) + ")");
+    check(d_, d_.cuDeviceGet(&dev_, index), "cuDeviceGet");
+    check(d_, d_.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+    make_current();
+    char name[256] = {};
+    d_.cuDeviceGetName(name, sizeof name, dev_);
+    props_.name = name;
+    int major = 0, minor = 0, pools = 0;
+    d_.cuDeviceGetAttribute(&major, attr_compute_capability_major, dev_);
+    d_.cuDeviceGetAttribute(&minor, attr_compute_capability_minor, dev_);
+    d_.cuDeviceGetAttribute(&props_.multiprocessors, attr_multiprocessor_count, dev_);
+    d_.cuDeviceGetAttribute(&pools, attr_memory_pools_supported, dev_);
+    props_.cc = major * 10 + minor;
+    props_.memory_pools = pools != 0 && d_.cuMemAllocAsync && d_.cuMemFreeAsync;
+    check(d_, d_.cuStreamCreate(&stream_, 1 /* non-blocking */), "cuStreamCreate");
+  }
+  // The primary context and stream live as long as the process: other statics (cached
+  // kernels' modules) may still refer to them while statics are destroyed.
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  const device_properties& properties() const { return props_; }
+  const driver_library& api() const { return d_; }
+  CUstream stream() const { return stream_; }
+
+  // The driver's calls act on the calling thread's current context.
+  void make_current() const {
+    thread_local CUcontext current = nullptr;
+    if (current != ctx_) {
+      check(d_, d_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+      current = ctx_;
+    }
+  }
+
+  // --- memory
+  block allocate(std::size_t bytes) {
+    make_current();
+    const std::size_t size = round_up(bytes == 0 ? 1 : bytes);
+    std::lock_guard lock(mutex_);
+    block b{0, size};
+    if (props_.memory_pools) {
+      check(d_, d_.cuMemAllocAsync(&b.ptr, size, stream_), "cuMemAllocAsync");
+    } else if (auto it = free_.lower_bound(size); it != free_.end() && it->first <= 2 * size) {
+      b = {it->second, it->first};
+      free_.erase(it);
+    } else {
+      CUresult r = d_.cuMemAlloc_v2(&b.ptr, size);
+      if (r != 0 && !free_.empty()) { // out of memory: give the cache back and retry once
+        release_cached();
+        r = d_.cuMemAlloc_v2(&b.ptr, size);
+      }
+      check(d_, r, "cuMemAlloc");
+      reserved_ += size;
+    }
+    in_use_ += b.bytes;
+    peak_ = std::max(peak_, in_use_);
+    return b;
+  }
+  void release(const block& b) noexcept {
+    std::lock_guard lock(mutex_);
+    in_use_ -= b.bytes;
+    if (props_.memory_pools) {
+      d_.cuCtxSetCurrent(ctx_); // no throwing here; a failure leaves the block to the pool
+      d_.cuMemFreeAsync(b.ptr, stream_);
+    } else {
+      free_.emplace(b.bytes, b.ptr);
+    }
+  }
+  void empty_cache() {
+    std::lock_guard lock(mutex_);
+    synchronize();
+    release_cached();
+  }
+  struct memory_stats {
+    std::uint64_t in_use, reserved, peak;
+  };
+  memory_stats stats() const {
+    std::lock_guard lock(mutex_);
+    return {in_use_, props_.memory_pools ? in_use_ : reserved_, peak_};
+  }
+
+  // --- copies, queued on the stream (a read waits for it)
+  void write(const block& b, std::size_t off, const void* src, std::size_t n) {
+    make_current();
+    // From pageable memory the driver stages the bytes before returning: src may go.
+    check(d_, d_.cuMemcpyHtoDAsync_v2(b.ptr + off, src, n, stream_), "cuMemcpyHtoDAsync");
+  }
+  void read(const block& b, std::size_t off, void* dst, std::size_t n) {
+    make_current();
+    check(d_, d_.cuMemcpyDtoHAsync_v2(dst, b.ptr + off, n, stream_), "cuMemcpyDtoHAsync");
+    synchronize();
+  }
+  void copy(const block& s, std::size_t so, const block& d, std::size_t doff, std::size_t n) {
+    make_current();
+    check(d_, d_.cuMemcpyDtoDAsync_v2(d.ptr + doff, s.ptr + so, n, stream_), "cuMemcpyDtoDAsync");
+  }
+  void synchronize() const {
+    make_current();
+    check(d_, d_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  }
+
+  // --- kernels
+  CUfunction load(std::span<const std::byte> image, const char* entry) {
+    make_current();
+    CUmodule m = nullptr;
+    check(d_, d_.cuModuleLoadData(&m, image.data()), "cuModuleLoadData");
+    CUfunction f = nullptr;
+    check(d_, d_.cuModuleGetFunction(&f, m, entry), "cuModuleGetFunction");
+    return f; // modules stay loaded for the process, as their kernels stay cached
+  }
+  // Tries to load an image (from the disk cache): nullptr when the driver rejects it.
+  CUfunction try_load(std::span<const std::byte> image, const char* entry) noexcept {
+    try {
+      return load(image, entry);
+    } catch (const error&) {
+      return nullptr;
+    }
+  }
+  // Queues f with its one by-value parameter struct (`params`, its bytes).
+  void launch(CUfunction f, unsigned grid, unsigned block_size, std::span<const std::byte> params) {
+    make_current();
+    void* args[] = {const_cast<std::byte*>(params.data())};
+    check(d_, d_.cuLaunchKernel(f, grid, 1, 1, block_size, 1, 1, 0, stream_, args, nullptr),
+          "cuLaunchKernel");
+  }
+
+  // --- timing: device time between two points of the stream
+  class timer {
+  public:
+    explicit timer(const context& c) : c_(c) {
+      c.make_current();
+      check(c.d_, c.d_.cuEventCreate(&a_, 0), "cuEventCreate");
+      check(c.d_, c.d_.cuEventCreate(&b_, 0), "cuEventCreate");
+    }
+    ~timer() {
+      c_.d_.cuEventDestroy_v2(a_);
+      c_.d_.cuEventDestroy_v2(b_);
+    }
+    timer(const timer&) = delete;
+    timer& operator=(const timer&) = delete;
+    void start() { check(c_.d_, c_.d_.cuEventRecord(a_, c_.stream_), "cuEventRecord"); }
+    void stop() { check(c_.d_, c_.d_.cuEventRecord(b_, c_.stream_), "cuEventRecord"); }
+    double elapsed_ms() const {
+      check(c_.d_, c_.d_.cuEventSynchronize(b_), "cuEventSynchronize");
+      float ms = 0;
+      check(c_.d_, c_.d_.cuEventElapsedTime(&ms, a_, b_), "cuEventElapsedTime");
+      return ms;
+    }
+
+  private:
+    const context& c_;
+    CUevent a_ = nullptr, b_ = nullptr;
+  };
+
+  static std::shared_ptr<context> get(int index) {
+    static std::mutex m;
+    static std::map<int, std::shared_ptr<context>> open;
+    std::lock_guard lock(m);
+    auto& c = open[index];
+    if (!c) c = std::make_shared<context>(index);
+    return c;
+  }
+
+private:
+  // Small blocks to 512 B, large ones to 2 MiB: sizes repeat, so freed blocks fit again.
+  static std::size_t round_up(std::size_t n) {
+    const std::size_t q = n < (std::size_t{1} << 20) ? 512 : (std::size_t{2} << 20);
+    return (n + q - 1) / q * q;
+  }
+  void release_cached() {
+    for (const auto& [bytes, ptr] : free_) {
+      d_.cuMemFree_v2(ptr);
+      reserved_ -= bytes;
+    }
+    free_.clear();
+  }
+
+  const driver_library& d_;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  device_properties props_;
+  mutable std::mutex mutex_;
+  std::multimap<std::size_t, CUdeviceptr> free_;
+  std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+};
+
+} // namespace kiln::jit::cuda

@@ -1,0 +1,20 @@
+#pragma once
+// What the JIT splices into a reduction kernel template (reduce_glsl.hpp, reduce_cuda.hpp):
+// the accumulator type, identity, combine, merge and finish of one reduction, and the
+// statement storing its result. Both dialects read the same parts.
+#include <string>
+
+namespace kiln::kernels {
+
+struct reduction_parts {
+  std::string value;   // register type of the reduced expression's values
+  std::string result;  // register type of the result
+  std::string acc;     // accumulator type
+  std::string init;    // its identity, an expression
+  std::string combine; // statements folding value `v` at reduced index `r` into (a, ai)
+  std::string merge;   // statements folding (b, bi) into (a, ai); indices may be in any order
+  std::string finish;  // expression of the result (register type) from (a, ai)
+  std::string store;   // statement storing the result `res` to output o
+};
+
+} // namespace kiln::kernels

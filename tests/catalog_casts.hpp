@@ -1,0 +1,21 @@
+// Every cast between kiln's dtypes, exactly: the checks of the device catalog
+// (device_catalog.hpp), included by one test file per device.
+#pragma once
+#include "device_catalog.hpp"
+
+using catalog::check;
+using catalog::values;
+
+// Every conversion: saturating float -> integer, NaN -> 0, rounding once to f16/bf16.
+template <class From, class... To>
+void casts_from() {
+  const auto x = values<From>(-3e5, 3e5);
+  (check(
+       "cast", 0, [](const auto& a) { return kiln::cast<To>(a); }, x),
+   ...);
+}
+TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "cast", KILN_CATALOG_TAGS, bool, std::uint8_t, std::int32_t,
+                   std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float, double) {
+  casts_from<TestType, bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
+             kiln::bfloat16, float, double>();
+}

@@ -1,0 +1,60 @@
+// Arithmetic, comparisons, logical and bitwise ops, where and the predicates of the catalog,
+// exactly: the checks of the device catalog
+// (device_catalog.hpp), included by one test file per device.
+#pragma once
+#include "device_catalog.hpp"
+
+using catalog::check;
+using catalog::values;
+
+TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "arithmetic", KILN_CATALOG_TAGS, std::uint8_t, std::int32_t,
+                   std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float, double) {
+  const auto x = values<TestType>(-1e4, 1e4), y = values<TestType>(-100, 100);
+  const auto z = values<TestType>(-1e4, 1e4);
+  check(
+      "add", 0, [](const auto& a, const auto& b) { return a + b; }, x, y);
+  check(
+      "sub", 0, [](const auto& a, const auto& b) { return a - b; }, x, y);
+  check(
+      "mul", 0, [](const auto& a, const auto& b) { return a * b; }, x, y);
+  check(
+      "div", 0, [](const auto& a, const auto& b) { return a / b; }, x, y);
+  check(
+      "mod", 0, [](const auto& a, const auto& b) { return a % b; }, x, y);
+  check(
+      "neg abs sign", 0, [](const auto& a) { return -a + kiln::abs(a) * kiln::sign(a); }, x);
+  check(
+      "maximum minimum", 0,
+      [](const auto& a, const auto& b) { return kiln::maximum(a, b) - kiln::minimum(b, a); }, x, y);
+  check(
+      "clamp", 0, [](const auto& a, const auto& b, const auto& c) { return kiln::clamp(a, b, c); },
+      x, y, z);
+  check(
+      "scalar operands", 0, [](const auto& a) { return a * 3 + 2 - a / 7; }, x);
+}
+
+TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "comparisons, where, predicates", KILN_CATALOG_TAGS, bool,
+                   std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
+                   kiln::bfloat16, float, double) {
+  const auto x = values<TestType>(-5, 5), y = values<TestType>(-5, 5);
+  check(
+      "== != <", 0, [](const auto& a, const auto& b) { return ((a == b) != (a < b)) && !(a >= b); },
+      x, y);
+  check(
+      "<= >", 0, [](const auto& a, const auto& b) { return (a <= b) || (a > b); }, x, y);
+  check(
+      "where", 0, [](const auto& a, const auto& b) { return kiln::where(a > b, a, b); }, x, y);
+  check(
+      "isnan isinf isfinite", 0,
+      [](const auto& a) { return kiln::isnan(a) || (kiln::isinf(a) && !kiln::isfinite(a)); }, x);
+}
+
+TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "logical and bitwise", KILN_CATALOG_TAGS, bool, std::uint8_t,
+                   std::int32_t, std::uint32_t, std::int64_t) {
+  const auto x = values<TestType>(-1e6, 1e6), y = values<TestType>(-1e6, 1e6);
+  check(
+      "&& || ! xor", 0,
+      [](const auto& a, const auto& b) { return kiln::logical_xor(a && b, !(a || b)); }, x, y);
+  check(
+      "& | ^ ~", 0, [](const auto& a, const auto& b) { return ((a & b) | ~a) ^ b; }, x, y);
+}

@@ -1,0 +1,96 @@
+#pragma once
+// What the CUDA compile-only tests share: kernel IR from expressions without a device (the
+// lowering the JIT runs), several generated kernels bundled into one NVRTC program (one
+// compile checks many kernels: each in a namespace of its own, its entry point renamed),
+// and compiling such a program for sm_XX then assembling its PTX with ptxas. NVRTC is
+// installed where these tests run: its absence fails them (KILN_CUDA_HOME pointing nowhere
+// on purpose is the one way to skip, for a machine without the toolkit).
+#include "support.hpp"
+
+#include "kiln/jit/cuda_codegen.hpp"
+#include "kiln/jit/lower.hpp"
+#include "kiln/jit/nvrtc.hpp"
+
+#include <cstdlib>
+#include <tuple>
+
+namespace cuda_test {
+
+namespace jit = kiln::jit;
+
+// The IR of several outputs, each computing one of `exprs` (as run_pass lowers them).
+template <class... E>
+jit::kernel_ir ir_of(bool strided, int rank, bool wide, const E&... exprs) {
+  jit::leaf_table lt;
+  (jit::collect(exprs, lt), ...);
+  return jit::lower({kiln::dtype_of<kiln::value_t<E>>()...}, lt.pattern, strided, rank, wide,
+                    exprs...);
+}
+template <class Tuple>
+jit::kernel_ir ir_of_tuple(bool strided, int rank, bool wide, const Tuple& t) {
+  return std::apply([&](const auto&... e) { return ir_of(strided, rank, wide, e...); }, t);
+}
+
+inline std::string elementwise_source(const jit::kernel_ir& ir) {
+  return jit::cuda::generate(ir, jit::param_layout(ir, jit::cuda::max_param_bytes));
+}
+
+// One program from several generated sources: #include lines first, then each source in
+// namespace kiln_k<N> with its kernel renamed kiln_kernel_<N> (extern "C" names are global).
+inline std::string bundle(const std::vector<std::string>& sources) {
+  std::string includes, body;
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    std::string rest;
+    std::size_t pos = 0;
+    const std::string& s = sources[k];
+    while (pos < s.size()) {
+      const std::size_t end = std::min(s.find('\n', pos), s.size());
+      const std::string line = s.substr(pos, end - pos);
+      if (line.rfind("#include", 0) == 0) {
+        if (includes.find(line) == std::string::npos) includes += line + "\n";
+      } else {
+        rest += line + "\n";
+      }
+      pos = end + 1;
+    }
+    const std::string name = "kiln_kernel_" + std::to_string(k);
+    for (std::size_t at = rest.find("kiln_kernel("); at != std::string::npos;
+         at = rest.find("kiln_kernel(", at + 1))
+      rest.replace(at, 11, name);
+    body += "namespace kiln_k" + std::to_string(k) + " {\n" + rest + "}\n";
+  }
+  return includes + body;
+}
+
+// NVRTC must be here unless KILN_CUDA_HOME deliberately points nowhere.
+inline bool nvrtc_or_skip() {
+  const auto& nv = jit::cuda::nvrtc();
+  if (nv.ok()) return true;
+  const char* k = std::getenv("KILN_CUDA_HOME");
+  if (k && *k && !jit::cuda::is_directory(k)) {
+    WARN("skipped: KILN_CUDA_HOME=" << k << " points nowhere, so NVRTC is not loaded");
+    return false;
+  }
+  FAIL("NVRTC is not available here: " << nv.why_not);
+  return false;
+}
+
+// Compiles for compute_<arch> (PTX) and assembles it with ptxas for sm_<arch>; with
+// `cubin`, also makes the cubin the backend would load on such a device. Returns the PTX.
+inline jit::cuda::module_image compile_and_assemble(const std::string& source, int arch,
+                                                    bool cubin = false) {
+  const auto ptx = jit::cuda::compile_for(source, {arch, true});
+  REQUIRE(ptx.bytes.size() > 100);
+  jit::cuda::assemble_ptx(ptx, arch);
+  if (cubin) {
+    const auto bin = jit::cuda::compile_for(source, {arch, false});
+    REQUIRE(bin.bytes.size() > 4);
+    CHECK(std::memcmp(bin.bytes.data(),
+                      "\x7f"
+                      "ELF",
+                      4) == 0); // a cubin is an ELF image
+  }
+  return ptx;
+}
+
+} // namespace cuda_test

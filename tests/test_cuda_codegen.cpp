@@ -1,0 +1,197 @@
+// CUDA kernels that need no GPU to check: reductions (all nine, both templates, 32- and
+// 64-bit index), multi-output kernels, the 200-leaf expression split into stages that fit
+// the parameter space, cubins for sm_80 and sm_90, and the errors of code generation and
+// compilation. Every program is compiled by NVRTC and its PTX assembled by ptxas.
+#include "cuda_codegen_support.hpp"
+
+#include "kiln/jit/reduce.hpp"
+#include "kiln/jit/stages.hpp"
+#include "kiln/kiln.hpp"
+
+namespace jit = kiln::jit;
+using kiln::dtype;
+
+namespace {
+
+// The result dtype of each reduction of values of dtype v (as include/kiln/reduce.hpp).
+dtype result_of(jit::reduce_kind k, dtype v) {
+  switch (k) {
+  case jit::reduce_kind::sum:
+  case jit::reduce_kind::prod:
+    return kiln::is_floating(v) ? v : dtype::i64;
+  case jit::reduce_kind::mean:
+    return kiln::is_floating(v) ? v : dtype::f64;
+  case jit::reduce_kind::argmax:
+  case jit::reduce_kind::argmin:
+    return dtype::i64;
+  case jit::reduce_kind::all:
+  case jit::reduce_kind::any:
+    return dtype::b8;
+  default:
+    return v;
+  }
+}
+
+// The reduction kernel of kind k over the IR of a value expression.
+std::string reduction_source(jit::kernel_ir ir, jit::reduce_kind k, bool group) {
+  const dtype v = ir.outputs[0];
+  ir.outputs = {result_of(k, v)};
+  const jit::reduce_spec spec{k, group, v, jit::accumulator(k, v, true), ir.outputs[0]};
+  return jit::cuda::generate_reduction(ir, jit::param_layout(ir, jit::cuda::max_param_bytes, 2),
+                                       spec);
+}
+
+constexpr jit::reduce_kind all_kinds[] = {
+    jit::reduce_kind::sum,    jit::reduce_kind::prod, jit::reduce_kind::mean,
+    jit::reduce_kind::max,    jit::reduce_kind::min,  jit::reduce_kind::argmax,
+    jit::reduce_kind::argmin, jit::reduce_kind::all,  jit::reduce_kind::any};
+
+} // namespace
+
+TEST_CASE("cuda codegen: all nine reductions over fused prologues, both templates, both "
+          "index widths, compile and assemble",
+          "[cuda][codegen][reduce]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const kiln::tensor<float> x(kiln::shape{8, 8});
+  const kiln::tensor<std::int32_t> i(kiln::shape{8, 8});
+  const kiln::tensor<kiln::half> h(kiln::shape{8, 8});
+  const kiln::tensor<bool> b(kiln::shape{8, 8});
+  // Reduced expressions of several dtypes: the prologue is fused into kiln_value().
+  const std::vector<jit::kernel_ir> narrow = {
+      cuda_test::ir_of(false, 1, false, kiln::exp(x) * 2.0f),
+      cuda_test::ir_of(true, 2, false, i + i), cuda_test::ir_of(false, 1, false, h * h),
+      cuda_test::ir_of(true, 2, false, b && b)};
+  std::vector<std::string> srcs;
+  for (const auto& ir : narrow)
+    for (auto k : all_kinds)
+      srcs.push_back(reduction_source(ir, k, srcs.size() % 2 == 0));
+  CHECK(srcs[0].find("__shared__ double kiln_sa[64];") != std::string::npos); // f32 sum in f64
+  CHECK(srcs[0].find("kiln_value(P, o * P.x0 + r)") != std::string::npos);
+  cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
+
+  // 64-bit indexing, strided, for sm_90: f64 and i64 values.
+  const kiln::tensor<double> d(kiln::shape{8, 8});
+  const kiln::tensor<std::int64_t> l(kiln::shape{8, 8});
+  const std::vector<jit::kernel_ir> wide = {cuda_test::ir_of(true, 2, true, kiln::sqrt(d)),
+                                            cuda_test::ir_of(true, 3, true, l * l)};
+  srcs.clear();
+  for (const auto& ir : wide)
+    for (auto k : all_kinds)
+      srcs.push_back(reduction_source(ir, k, srcs.size() % 2 == 1));
+  CHECK(srcs[0].find("for (int64_t o = ") != std::string::npos);
+  cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 90);
+}
+
+TEST_CASE("cuda codegen: a multi-output kernel shares leaves and common subexpressions",
+          "[cuda][codegen]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const kiln::tensor<float> x(kiln::shape{16}), y(kiln::shape{16});
+  const auto s = kiln::sin(x) * y;
+  const auto ir = cuda_test::ir_of(false, 1, false, s + 1.0f, s - y, kiln::cast<kiln::half>(s));
+  CHECK(ir.inputs.size() == 2);
+  CHECK(ir.outputs.size() == 3);
+  const std::string src = cuda_test::elementwise_source(ir);
+  // One sinf for the three outputs, and three stores.
+  CHECK(src.find("sinf(") == src.rfind("sinf("));
+  CHECK(src.find("P.b4[a4] = ") != std::string::npos);
+  cuda_test::compile_and_assemble(src, 80, true);
+  cuda_test::compile_and_assemble(src, 90, true); // cubins for both architectures too
+}
+
+TEST_CASE("cuda codegen: 200 distinct leaves split into stages that fit the parameter space",
+          "[cuda][codegen][stages]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  // The IR lowering gives a + b + c + ... over 200 f32 tensors (built directly: a 200-deep
+  // expression type is slow to compile and lowers to exactly this).
+  jit::kernel_ir ir;
+  ir.strided = true;
+  ir.rank = 8;
+  ir.wide_index = true; // the widest parameters: 64-bit, rank 8
+  std::int32_t acc = -1;
+  for (int k = 0; k < 200; ++k) {
+    ir.inputs.push_back(dtype::f32);
+    jit::ir_instr ld{jit::ir_code::load, dtype::f32, dtype::f32};
+    ld.slot = k;
+    const std::int32_t v = ir.add(ld);
+    if (acc < 0) {
+      acc = v;
+      continue;
+    }
+    jit::ir_instr add{jit::ir_code::apply, dtype::f32, dtype::f32};
+    add.nargs = 2;
+    add.args = {acc, v, -1};
+    add.op = &jit::op_info<kiln::ops::add>;
+    acc = ir.add(add);
+  }
+  ir.outputs = {dtype::f32};
+  ir.results = {acc};
+  // Unsplit, it overflows CUDA's 4 KiB of kernel parameters: a clear error, not a crash.
+  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir),
+                    Catch::Contains("kernel parameters exceed CUDA's parameter space"));
+  const auto plan = jit::split_stages(ir, jit::cuda::max_buffers);
+  REQUIRE(plan.stages.size() > 1);
+  std::vector<std::string> srcs;
+  for (const auto& st : plan.stages) {
+    const jit::param_layout layout(st.ir, jit::cuda::max_param_bytes);
+    CHECK(jit::cuda::struct_bytes(layout) <= jit::cuda::max_param_bytes);
+    srcs.push_back(jit::cuda::generate(st.ir, layout));
+  }
+  cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
+}
+
+TEST_CASE("cuda codegen: an op with no CUDA spelling is a kiln::error naming it",
+          "[cuda][codegen]") {
+  static constexpr kiln::spelling none{};
+  static constexpr jit::ir_op fake{"fake_op", &none, &none, &none};
+  jit::kernel_ir ir;
+  ir.inputs = {dtype::f32};
+  ir.outputs = {dtype::f32};
+  jit::ir_instr ld{jit::ir_code::load, dtype::f32, dtype::f32};
+  ld.slot = 0;
+  jit::ir_instr op{jit::ir_code::apply, dtype::f32, dtype::f32};
+  op.nargs = 1;
+  op.args = {ir.add(ld), -1, -1};
+  op.op = &fake;
+  ir.results = {ir.add(op)};
+  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir), Catch::Contains("op has no CUDA spelling") &&
+                                                           Catch::Contains("fake_op on f32"));
+}
+
+TEST_CASE("cuda codegen: too many scalars for the parameter space is a kiln::error",
+          "[cuda][codegen]") {
+  jit::kernel_ir ir;
+  ir.inputs = {dtype::f32};
+  ir.outputs = {dtype::f32};
+  ir.scalars.assign(600, dtype::f64); // 4800 bytes of scalars
+  jit::ir_instr ld{jit::ir_code::load, dtype::f32, dtype::f32};
+  ld.slot = 0;
+  ir.results = {ir.add(ld)};
+  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir),
+                    Catch::Contains("parameter space") && Catch::Contains("600 scalars"));
+}
+
+TEST_CASE("nvrtc: a compile error is a kiln::error with NVRTC's log and the numbered source",
+          "[cuda][nvrtc]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const std::string bad = "extern \"C\" __global__ void kiln_kernel() {\n  undeclared_x = 1;\n}\n";
+  try {
+    jit::cuda::compile_for(bad, {80, true});
+    FAIL("no error");
+  } catch (const kiln::error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("NVRTC failed to compile the generated CUDA") != std::string::npos);
+    CHECK(what.find("undeclared_x") != std::string::npos);           // NVRTC's log
+    CHECK(what.find("2:   undeclared_x = 1;") != std::string::npos); // the numbered line
+    CHECK(what.find("-arch=compute_80") != std::string::npos);       // the options
+  }
+}
+
+TEST_CASE("ptxas: PTX it rejects is a kiln::error with its message", "[cuda][nvrtc]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  jit::cuda::module_image junk;
+  const std::string text = ".version 8.0\n.target sm_80\nnot ptx at all\n";
+  for (char c : text)
+    junk.bytes.push_back(static_cast<std::byte>(c));
+  CHECK_THROWS_WITH(jit::cuda::assemble_ptx(junk, 80),
+                    Catch::Contains("ptxas rejected the PTX") && Catch::Contains("sm_80"));
+}

@@ -1,0 +1,155 @@
+// The fusion JIT on a CUDA device against the host evaluator: kernels specialized on types
+// and access pattern only (new sizes and scalars compile nothing), several outputs from one
+// kernel with broadcasting and views, all nine reductions, 16-bit floats, 64-bit counts of
+// kernels, a 200-leaf expression split into stages, the disk cache and caching allocator.
+// Skipped with the reason where no GPU or driver is found (cuda_support.hpp); the catalog
+// and random trees are test_cuda_catalog_*.cpp and test_cuda_trees.cpp.
+#include "cuda_support.hpp"
+
+#include <thread>
+
+namespace {
+
+std::uint64_t compiles() { return kiln::jit::compile_count().load(); }
+std::uint64_t made() { return compiles() + kiln::jit::disk_hit_count().load(); }
+
+template <class T>
+std::vector<T> on_host(const kiln::tensor<T>& t) {
+  return t.to(kiln::device{}).to_vector();
+}
+
+// v[Lo] + ... + v[Hi - 1] as a balanced tree (a 200-deep chain is slow to compile).
+template <std::size_t Lo, std::size_t Hi, class V>
+auto tree_sum(const V& v) {
+  if constexpr (Hi - Lo == 1)
+    return v[Lo];
+  else
+    return tree_sum<Lo, (Lo + Hi) / 2>(v) + tree_sum<(Lo + Hi) / 2, Hi>(v);
+}
+
+} // namespace
+
+TEST_CASE("cuda: a kernel is compiled once per expression type, whatever the sizes and scalars",
+          "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  auto check_one = [&](std::int64_t n, double s) {
+    const auto h = kiln::random::normal<double>({n}, test::draw(1, 1 << 20));
+    const kiln::tensor<double> got = kiln::tanh(h.to(*dev)) * s + 1.0;
+    const kiln::tensor<double> want = kiln::tanh(h) * s + 1.0;
+    const auto g = on_host(got), w = want.to_vector();
+    for (std::size_t i = 0; i < w.size(); ++i)
+      REQUIRE(test::ulp_distance(g[i], w[i]) <= 4);
+  };
+  check_one(777, 2.5);
+  const auto before = made();
+  for (int k = 0; k < 5; ++k)
+    check_one(test::draw(1, 1 << 20), test::uniform<double>(1, -4, 4)[0]);
+  CHECK(made() == before);
+}
+
+TEST_CASE("cuda: several outputs from one kernel, broadcasting, views as leaves and targets",
+          "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  const auto xh = kiln::random::uniform<float>({9, 4}, test::draw(1, 99), -3, 3);
+  const auto rh = kiln::random::uniform<float>({4}, test::draw(1, 99), -3, 3);
+  const auto x = xh.to(*dev), r = rh.to(*dev);
+  auto o1 = kiln::empty<float>({9, 4}, *dev);
+  auto o2 = kiln::empty<kiln::half>({9, 4}, *dev);
+  auto o3 = kiln::empty<bool>({9, 4}, *dev);
+  const auto before = made();
+  kiln::eval(o1 = kiln::maximum(x, r) - r, o2 = kiln::cast<kiln::half>(x * r), o3 = x > r);
+  CHECK(made() <= before + 1);
+  const kiln::tensor<float> w1 = kiln::maximum(xh, rh) - rh;
+  const kiln::tensor<kiln::half> w2 = kiln::cast<kiln::half>(xh * rh);
+  const kiln::tensor<bool> w3 = xh > rh;
+  CHECK(on_host(o1) == w1.to_vector());
+  CHECK(on_host(o2) == w2.to_vector());
+  CHECK(on_host(o3) == w3.to_vector());
+  // A transposed narrow view read, a strided slice written, an in-place update.
+  auto t = kiln::zeros<float>({4, 12}, *dev);
+  auto th = kiln::zeros<float>({4, 12});
+  t.slice(1, 0, 12, 3) = x.transpose().narrow(1, 2, 4) + 0.5f;
+  th.slice(1, 0, 12, 3) = xh.transpose().narrow(1, 2, 4) + 0.5f;
+  CHECK(on_host(t) == th.to_vector());
+  t = t * 4.0f - 1.0f;
+  th = th * 4.0f - 1.0f;
+  CHECK(on_host(t) == th.to_vector());
+}
+
+TEST_CASE("cuda: the nine reductions on short and long rows, chained on the device", "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  for (const std::int64_t cols : {5, 300}) { // a thread per output, a block per output
+    const auto ah = kiln::random::uniform<float>({7, cols}, test::draw(1, 999), -2, 2);
+    const auto a = ah.to(*dev);
+    auto close = [](const std::vector<float>& g, const std::vector<float>& w) {
+      REQUIRE(g.size() == w.size());
+      for (std::size_t i = 0; i < w.size(); ++i)
+        CHECK(std::abs(g[i] - w[i]) <= 1e-5f * (1 + std::abs(w[i])));
+    };
+    close(on_host(kiln::tensor<float>(kiln::sum(a * 2.0f, {1}))),
+          kiln::tensor<float>(kiln::sum(ah * 2.0f, {1})).to_vector());
+    close(on_host(kiln::tensor<float>(kiln::mean(a, {1}))),
+          kiln::tensor<float>(kiln::mean(ah, {1})).to_vector());
+    close(on_host(kiln::tensor<float>(kiln::prod(a * 0.5f + 1.0f, {1}))),
+          kiln::tensor<float>(kiln::prod(ah * 0.5f + 1.0f, {1})).to_vector());
+    CHECK(on_host(kiln::tensor<float>(kiln::max(a, {1}))) ==
+          kiln::tensor<float>(kiln::max(ah, {1})).to_vector());
+    CHECK(on_host(kiln::tensor<float>(kiln::min(a, {0}))) ==
+          kiln::tensor<float>(kiln::min(ah, {0})).to_vector());
+    CHECK(on_host(kiln::tensor<std::int64_t>(kiln::argmax(a, 1))) ==
+          kiln::tensor<std::int64_t>(kiln::argmax(ah, 1)).to_vector());
+    CHECK(on_host(kiln::tensor<std::int64_t>(kiln::argmin(a, 1))) ==
+          kiln::tensor<std::int64_t>(kiln::argmin(ah, 1)).to_vector());
+    CHECK(on_host(kiln::tensor<bool>(kiln::all(a > -1.5f, {1}))) ==
+          kiln::tensor<bool>(kiln::all(ah > -1.5f, {1})).to_vector());
+    CHECK(on_host(kiln::tensor<bool>(kiln::any(a > 1.9f, {1}))) ==
+          kiln::tensor<bool>(kiln::any(ah > 1.9f, {1})).to_vector());
+    // A reduction feeding an elementwise kernel, no host round trip in between.
+    const kiln::tensor<float> centered = a - kiln::mean(a, {1}, true);
+    close(on_host(centered), kiln::tensor<float>(ah - kiln::mean(ah, {1}, true)).to_vector());
+  }
+}
+
+TEST_CASE("cuda: 200 distinct leaves run as several kernels within the parameter space", "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  std::vector<kiln::tensor<std::int64_t>> hs, ds;
+  for (int i = 0; i < 200; ++i) {
+    hs.push_back(kiln::from(test::integers<std::int64_t>(41, -1 << 20, 1 << 20), kiln::shape{41}));
+    ds.push_back(hs.back().to(*dev));
+  }
+  const kiln::tensor<std::int64_t> got = tree_sum<0, 200>(ds);
+  CHECK(on_host(got) == kiln::tensor<std::int64_t>(tree_sum<0, 200>(hs)).to_vector());
+}
+
+TEST_CASE("cuda: threads needing one new kernel share one compile", "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  const auto x = kiln::random::uniform<float>({1 << 12}, 4, 1, 3, *dev);
+  const auto before = compiles();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 6; ++t)
+    ts.emplace_back([&] { (void)kiln::tensor<float>(kiln::cbrt(x) + kiln::log1p(x)).at({0}); });
+  for (auto& t : ts)
+    t.join();
+  CHECK(compiles() <= before + 1);
+}
+
+TEST_CASE("cuda: freed blocks are reused by the caching allocator", "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  kiln::synchronize(*dev);
+  const auto start = kiln::memory_stats(*dev);
+  for (int k = 0; k < 20; ++k) {
+    const auto t = kiln::zeros<float>({1 << 16}, *dev);
+    (void)t;
+  }
+  kiln::synchronize(*dev);
+  const auto end = kiln::memory_stats(*dev);
+  CHECK(end.in_use == start.in_use);
+  CHECK(end.reserved <= start.reserved + (std::uint64_t{1} << 20)); // one block, reused
+  kiln::empty_cache(*dev);
+}
