@@ -12,6 +12,7 @@ struct logical_and : op_base {
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a && b; }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct logical_or : op_base {
   static constexpr const char* name = "logical_or";
@@ -19,6 +20,7 @@ struct logical_or : op_base {
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a || b; }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct logical_xor : op_base {
   static constexpr const char* name = "logical_xor";
@@ -26,6 +28,7 @@ struct logical_xor : op_base {
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a != b; }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct logical_not : op_base {
   static constexpr const char* name = "logical_not";
@@ -33,6 +36,7 @@ struct logical_not : op_base {
   static constexpr int arity = 1;
   using rule = rules::logical;
   static bool host(bool a) { return !a; }
+  using derivative = zero_gradient; // bool and integer values
 };
 
 struct bit_and : op_base {
@@ -50,6 +54,7 @@ struct bit_and : op_base {
   static B simd(const B& a, const B& b) {
     return a & b;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct bit_or : op_base {
   static constexpr const char* name = "bit_or";
@@ -66,6 +71,7 @@ struct bit_or : op_base {
   static B simd(const B& a, const B& b) {
     return a | b;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct bit_xor : op_base {
   static constexpr const char* name = "bit_xor";
@@ -82,6 +88,7 @@ struct bit_xor : op_base {
   static B simd(const B& a, const B& b) {
     return a ^ b;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct bit_not : op_base {
   static constexpr const char* name = "bit_not";
@@ -101,6 +108,7 @@ struct bit_not : op_base {
   static B simd(const B& a) {
     return ~a;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 
 } // namespace kiln::ops
