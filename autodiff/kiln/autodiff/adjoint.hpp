@@ -33,8 +33,8 @@ template <class Op, class... C>
 inline constexpr bool has_tensor<expr_node<Op, C...>> = (has_tensor<C> || ...);
 template <class R, class E>
 inline constexpr bool has_tensor<reduce_node<R, E>> = has_tensor<E>;
-template <class G, element T, direction Dir>
-inline constexpr bool has_tensor<route_node<G, T, Dir>> = has_tensor<G>;
+template <direction Dir, element T, class... G>
+inline constexpr bool has_tensor<adjoint_node<Dir, T, G...>> = (has_tensor<G> || ...);
 template <class G>
 inline constexpr bool has_tensor<expand_node<G>> = has_tensor<G>;
 template <class G>
@@ -71,8 +71,8 @@ template <class G2, class G>
 auto backprop(const expand_node<G2>& n, const G& g, const kiln::shape&, bool alive);
 template <class G2, class G>
 auto backprop(const collapse_node<G2>& n, const G& g, const kiln::shape&, bool alive);
-template <class G2, element T, direction Dir, class G>
-auto backprop(const route_node<G2, T, Dir>& n, const G& g, const kiln::shape&, bool alive);
+template <direction Dir, element T, class... G2, class G>
+auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shape&, bool alive);
 
 template <class N, class Adj, class G, std::size_t... I>
 auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
@@ -94,17 +94,25 @@ auto backprop(const expr_node<Op, C...>& n, const G& g, const kiln::shape& full,
   }
 }
 
-// The adjoint of a reduction's input, given the adjoint g of its result.
-template <class R, class E, class G>
-auto reduction_adjoint(const reduce_node<R, E>& n, const G& g) {
+// The adjoint of a reduction's input, given the adjoint g (of shape `full`) of its
+// result. At the root (Root: f itself is the reduction) g is one of the result's shape.
+template <bool Root, class R, class E, class G>
+auto reduction_adjoint(const reduce_node<R, E>& n, const G& g, const kiln::shape& full) {
   using V = value_t<E>;
   const kiln::shape in = shape_of(n.expr);
-  // one broadcasts as it is; anything else is viewed with the folded axes back.
+  // one at the root broadcasts as it is. Elsewhere ones of shape `full` summed to the
+  // result's shape are a constant: the number of broadcast copies. Anything else is
+  // summed down and viewed with the folded axes back.
   auto expanded = [&] {
-    if constexpr (is_one<G>)
+    if constexpr (is_one<G> && Root) {
       return one_t<V>{};
-    else
-      return expand_node<G>(g, n.over, n.keepdims, in, n.result_shape());
+    } else if constexpr (is_one<G>) {
+      const kiln::shape out = n.result_shape();
+      const std::int64_t copies = numel(out) == 0 ? 0 : numel(full) / numel(out);
+      return scalar_expr<V>(static_cast<V>(copies));
+    } else {
+      return expand_node<G>(g, n.over, n.keepdims, in, n.result_shape(), full);
+    }
   };
   if constexpr (std::is_same_v<R, reductions::sum>) {
     return expanded();
@@ -128,11 +136,11 @@ auto reduction_adjoint(const reduce_node<R, E>& n, const G& g) {
 }
 
 template <class R, class E, class G>
-auto backprop(const reduce_node<R, E>& n, const G& g, const kiln::shape&, bool alive) {
+auto backprop(const reduce_node<R, E>& n, const G& g, const kiln::shape& full, bool alive) {
   if constexpr (!has_tensor<E>) {
     return hana::make_tuple();
   } else {
-    const auto a = reduction_adjoint(n, g);
+    const auto a = reduction_adjoint<false>(n, g, full);
     if constexpr (is_zero<decltype(a)>)
       return hana::make_tuple();
     else
@@ -140,26 +148,31 @@ auto backprop(const reduce_node<R, E>& n, const G& g, const kiln::shape&, bool a
   }
 }
 
+// expand (sum `full` down to `out`, view over `in`) and collapse (sum `in` down to `out`)
+// are each other's transpose.
 template <class G2, class G>
 auto backprop(const expand_node<G2>& n, const G& g, const kiln::shape&, bool alive) {
-  return backprop(n.g, collapse_node(toolkit::expr(g), n.over, n.keepdims, n.in, n.out), n.out,
+  return backprop(n.g, collapse_node(toolkit::expr(g), n.over, n.keepdims, n.in, n.out), n.full,
                   alive);
 }
 template <class G2, class G>
-auto backprop(const collapse_node<G2>& n, const G& g, const kiln::shape&, bool alive) {
-  return backprop(n.g, expand_node(toolkit::expr(g), n.over, n.keepdims, n.in, n.out), n.in, alive);
+auto backprop(const collapse_node<G2>& n, const G& g, const kiln::shape& full, bool alive) {
+  return backprop(n.g, expand_node(toolkit::expr(g), n.over, n.keepdims, n.in, n.out, full), n.in,
+                  alive);
 }
 
-// Through a route (second order): the transpose route carries g back to the leaf side.
-template <class G2, element T, direction Dir, class G>
-auto backprop(const route_node<G2, T, Dir>& n, const G& g, const kiln::shape&, bool alive) {
+// Through an adjoint (second order): each route's transpose carries g back to its leaf.
+template <direction Dir, element T, class... G2, class G>
+auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shape&, bool alive) {
   constexpr direction back = Dir == direction::to_wrt ? direction::to_leaf : direction::to_wrt;
   using A = decltype(toolkit::expr(g));
-  const kiln::shape inner = Dir == direction::to_wrt ? n.full : n.wrt.shape();
-  return backprop(n.g, route_node<A, T, back>(toolkit::expr(g), n.leaf, n.wrt, n.full, n.kind),
-                  inner, alive && n.kind != route_kind::none);
+  return hana::flatten(hana::transform(n.routes, [&](const auto& r) {
+    const adjoint_node<back, T, A> t(
+        hana::make_tuple(route<A, T>{toolkit::expr(g), r.leaf, r.full, r.kind}), n.wrt);
+    const kiln::shape inner = Dir == direction::to_wrt ? r.full : n.wrt.shape();
+    return backprop(r.g, t, inner, alive && r.kind != route_kind::none);
+  }));
 }
-
 template <element T, class G>
 auto backprop(const scalar_expr<T>&, const G&, const kiln::shape&, bool) {
   return hana::make_tuple();
@@ -190,16 +203,15 @@ auto collect(const Records& recs, const tensor<T>& wrt) {
     using Rec = std::remove_cvref_t<decltype(r)>;
     return hana::bool_c<std::is_same_v<decltype(Rec::leaf), tensor<T>>>;
   });
-  auto route = [&](const auto& r) {
-    using G = std::remove_cvref_t<decltype(r.g)>;
-    return route_node<G, T, direction::to_wrt>(r.g, r.leaf, wrt, r.full,
-                                               classify(r.leaf, r.full, wrt, r.alive));
-  };
   if constexpr (decltype(hana::length(mine))::value == 0) {
     return scalar_zero<T>(wrt.device()).broadcast_to(wrt.shape());
   } else {
-    return hana::fold_left(hana::drop_front(mine), route(hana::front(mine)),
-                           [&](auto acc, const auto& r) { return acc + route(r); });
+    return hana::unpack(mine, [&](const auto&... r) {
+      return adjoint_node<direction::to_wrt, T, std::remove_cvref_t<decltype(r.g)>...>(
+          hana::make_tuple(route<std::remove_cvref_t<decltype(r.g)>, T>{
+              r.g, r.leaf, r.full, classify(r.leaf, r.full, wrt, r.alive)}...),
+          wrt);
+    });
   }
 }
 

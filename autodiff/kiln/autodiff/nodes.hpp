@@ -3,18 +3,21 @@
 // expression: `materialize` (found by ADL, like a reduction's) turns it into plain nodes
 // and tensors before the host evaluator or the JIT sees it, so both evaluate adjoints
 // unchanged.
-//   route_node  moves an adjoint between a leaf occurrence and a tensor differentiated
-//               with respect to ("wrt"): the same memory and layout fuse; a view of it or
-//               a broadcast use is summed and scattered into the wrt's shape (a pass of
-//               its own); another tensor contributes nothing. Which one holds is decided
-//               at run time, so every case materializes to the same expression type.
+//   adjoint_node sums the adjoints of the leaf occurrences of a tensor differentiated
+//               with respect to ("wrt"): an occurrence with the same memory and layout
+//               fuses; a view of it or a broadcast use is summed and scattered into the
+//               wrt's shape (a pass of its own); another tensor contributes nothing.
+//               Which holds is decided at run time, so every case materializes to the
+//               same expression type.
 //   expand_node a reduction's adjoint broadcast back over the axes it folded.
 //   collapse_node its transpose (a sum over those axes), for second order.
 #include "kiln/autodiff/constants.hpp"
 #include "kiln/reduce.hpp"
 
-#include <map>
-#include <mutex>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/transform.hpp>
+
+#include <array>
 
 namespace kiln::autodiff {
 
@@ -81,24 +84,24 @@ inline kiln::axes axis_list(const std::vector<std::int64_t>& v) {
 // dims the leaf broadcasts (extent 1, or stride 0 as in a broadcast_to view). The result
 // has the leaf's shape with extent 1 on its stride-0 dims; `out` gets that layout.
 template <element T>
-tensor<T> unbroadcast(tensor<T> t, const layout& l, layout& out) {
-  const int lead = t.rank() - l.rank();
-  if (lead > 0) {
-    std::vector<std::int64_t> ax;
-    for (int d = 0; d < lead; ++d)
-      ax.push_back(d);
-    t = tensor<T>(kiln::sum(t, axis_list(ax), false));
-  }
+tensor<T> unbroadcast(const tensor<T>& t, const layout& l, layout& out) {
+  // New handles throughout: assigning to a tensor would write values into its storage.
+  auto summed = [](const tensor<T>& a, const std::vector<std::int64_t>& ax, bool keep) {
+    return ax.empty() ? a : tensor<T>(kiln::sum(a, axis_list(ax), keep));
+  };
+  std::vector<std::int64_t> lead;
+  for (int d = 0; d < t.rank() - l.rank(); ++d)
+    lead.push_back(d);
+  const tensor<T> t1 = summed(t, lead, false);
   out = l;
   std::vector<std::int64_t> ax;
   for (int d = 0; d < l.rank(); ++d) {
-    const bool broadcast_use = l.shape[d] == 1 && t.shape()[d] > 1;
+    const bool broadcast_use = l.shape[d] == 1 && t1.shape()[d] > 1;
     const bool zero_stride = l.strides[d] == 0 && l.shape[d] > 1;
     if (broadcast_use || zero_stride) ax.push_back(d);
     if (zero_stride) out.shape[d] = 1;
   }
-  if (!ax.empty()) t = tensor<T>(kiln::sum(t, axis_list(ax), true));
-  return t;
+  return summed(t1, ax, true);
 }
 
 enum class route_kind { fused, scattered, none };
@@ -113,68 +116,115 @@ route_kind classify(const tensor<T>& leaf, const kiln::shape& full, const tensor
   return route_kind::scattered;
 }
 
-template <class G, element T, direction Dir>
-struct route_node : expression_base<route_node<G, T, Dir>> {
-  using value_type = promote_t<value_t<G>, T>;
+// One leaf occurrence's adjoint g, on its way to (or, transposed, from) the wrt tensor.
+template <class G, element T>
+struct route {
   G g;
-  tensor<T> leaf, wrt;
+  tensor<T> leaf;
   kiln::shape full; // the shape of the adjoint flowing into the leaf occurrence
   route_kind kind;
-  route_node(G g_, tensor<T> leaf_, tensor<T> wrt_, kiln::shape full_, route_kind k)
-      : g(std::move(g_)), leaf(std::move(leaf_)), wrt(std::move(wrt_)), full(std::move(full_)),
-        kind(k) {}
 };
 
-template <class G, element T, direction Dir>
-kiln::shape shape_of(const route_node<G, T, Dir>& n) {
-  return Dir == direction::to_wrt ? n.wrt.shape() : n.leaf.shape();
+// The adjoint of `wrt`: the sum of its routes (to_wrt), or the transpose of one route,
+// carrying a wrt-shaped adjoint back to a leaf occurrence (to_leaf, for second order).
+template <direction Dir, element T, class... G>
+struct adjoint_node : expression_base<adjoint_node<Dir, T, G...>> {
+  using value_type = rules::common_t<T, value_t<G>...>;
+  hana::tuple<route<G, T>...> routes;
+  tensor<T> wrt;
+  adjoint_node(hana::tuple<route<G, T>...> r, tensor<T> w)
+      : routes(std::move(r)), wrt(std::move(w)) {}
+};
+
+template <direction Dir, element T, class... G>
+kiln::shape shape_of(const adjoint_node<Dir, T, G...>& n) {
+  if constexpr (Dir == direction::to_wrt)
+    return n.wrt.shape();
+  else
+    return hana::front(n.routes).leaf.shape();
 }
-template <class G, element T, direction Dir, class F>
-void visit_devices(const route_node<G, T, Dir>& n, F&& f) {
-  visit_devices(n.g, f);
+template <direction Dir, element T, class... G, class F>
+void visit_devices(const adjoint_node<Dir, T, G...>& n, F&& f) {
+  hana::for_each(n.routes, [&](const auto& r) { visit_devices(r.g, f); });
 }
 
-template <class G, element T, direction Dir>
-auto materialize(const route_node<G, T, Dir>& n) {
-  using V = value_t<G>;
-  const auto m = detail::evaluate_leaf_copy(materialize(n.g));
+// sum_k gate(m_k, on_k) + z_k, with the leaves of switched-off terms rebound to rank-0
+// zeros. Every case of every route has this one type, so the adjoint is lowered and
+// compiled once (and its scattered parts below reuse that same kernel).
+template <class R, class Ms, std::size_t... K>
+auto gated_sum(const Ms& ms, const std::array<bool, sizeof...(K)>& on,
+               const std::array<tensor<R>, sizeof...(K)>& z, std::index_sequence<K...>) {
+  auto term = [&](auto k) {
+    const auto& m = hana::at(ms, k);
+    using M = std::remove_cvref_t<decltype(m)>;
+    using V = value_t<M>;
+    using gated = expr_node<ops::gate, M, scalar_expr<V>>;
+    const gated gm =
+        on[k] ? gated(m, scalar_expr<V>(V(1))) : gated(rebind_scalar(m), scalar_expr<V>(V(0)));
+    return expr_node<ops::add, gated, tensor<R>>(gm, z[k]);
+  };
+  return hana::fold_left(hana::make_tuple(term(hana::size_c<K>)...),
+                         [](const auto& a, const auto& b) { return a + b; });
+}
+
+template <direction Dir, element T, class... G>
+auto materialize(const adjoint_node<Dir, T, G...>& n) {
+  using R = value_t<adjoint_node<Dir, T, G...>>;
+  constexpr std::size_t N = sizeof...(G);
+  const auto ms = hana::transform(
+      n.routes, [](const auto& r) { return detail::evaluate_leaf_copy(materialize(r.g)); });
   const kiln::device dev = n.wrt.device();
-  using M = std::remove_cvref_t<decltype(m)>;
-  using gated = expr_node<ops::gate, M, scalar_expr<V>>;
-  using R = promote_t<V, T>;
-  auto result = [](gated a, tensor<R> b) { return expr_node<ops::add, gated, tensor<R>>(a, b); };
-  if (n.kind == route_kind::fused)
-    return result(gated(m, scalar_expr<V>(V(1))), scalar_zero<R>(dev));
-  const gated off(rebind_scalar(m), scalar_expr<V>(V(0)));
-  if (n.kind == route_kind::none) return result(off, scalar_zero<R>(dev));
-  if constexpr (Dir == direction::to_wrt) {
-    // Sum the broadcast dims, then write through the leaf's layout into fresh storage
-    // that the wrt's layout reads back: the adjoint lands on the elements the view saw.
-    layout l;
-    const tensor<R> u = unbroadcast(evaluate_as(cast<R>(m), n.full, dev), n.leaf.layout(), l);
-    const auto st = zeroed_like(n.wrt);
-    tensor<R>(st, l) = u;
-    return result(off, tensor<R>(st, n.wrt.layout()));
-  } else {
-    // The transpose: write the wrt-shaped adjoint into the wrt's elements and read it back
-    // through the leaf's layout (broadcast by the evaluator to `full`).
-    const auto st = zeroed_like(n.wrt);
-    tensor<R>(st, n.wrt.layout()) = cast<R>(m);
-    return result(off, tensor<R>(st, n.leaf.layout()));
+  const tensor<R> zero = scalar_zero<R>(dev);
+  // Handles copied, never assigned: assigning a tensor writes into its storage.
+  const auto zeros = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<tensor<R>, N>{((void)K, zero)...};
   }
+  (std::make_index_sequence<N>{});
+  const std::array<tensor<R>, N>& none = zeros;
+  std::array<tensor<R>, N> z; // empty handles: a move into one takes the handle
+  std::array<bool, N> on{};
+  std::size_t k = 0;
+  hana::for_each(n.routes, [&](const auto& r) {
+    on[k] = r.kind == route_kind::fused;
+    if (r.kind == route_kind::scattered) {
+      std::array<bool, N> only{};
+      only[k] = true;
+      const auto e = gated_sum<R>(ms, only, none, std::make_index_sequence<N>{});
+      const auto st = zeroed_like(n.wrt);
+      if constexpr (Dir == direction::to_wrt) {
+        // Sum the broadcast dims, then write through the leaf's layout into fresh storage
+        // that the wrt's layout reads back: the adjoint lands on the elements the leaf saw.
+        layout l;
+        const tensor<R> u = unbroadcast(evaluate_as(e, r.full, dev), r.leaf.layout(), l);
+        tensor<R>(st, l) = u;
+        z[k] = tensor<R>(st, n.wrt.layout());
+      } else {
+        // The transpose: the wrt-shaped adjoint written into the wrt's elements, read back
+        // through the leaf's layout (and broadcast by the evaluator to `full`).
+        tensor<R>(st, n.wrt.layout()) = e;
+        z[k] = tensor<R>(st, r.leaf.layout());
+      }
+    }
+    ++k;
+  });
+  for (auto& t : z)
+    if (t.empty()) t = tensor<R>(zero);
+  return gated_sum<R>(ms, on, z, std::make_index_sequence<N>{});
 }
 
-// A reduction's adjoint g (shape `out`) viewed with the folded axes back as extent 1.
+// A reduction's adjoint g viewed with the folded axes back as extent 1. g has shape
+// `full`: the reduction's result (shape `out`) may itself be used broadcast, and is then
+// summed down to `out` first.
 template <class G>
 struct expand_node : expression_base<expand_node<G>> {
   using value_type = value_t<G>;
   G g;
   kiln::axes over;
   bool keepdims;
-  kiln::shape in, out;
-  expand_node(G g_, kiln::axes a, bool k, kiln::shape in_, kiln::shape out_)
-      : g(std::move(g_)), over(std::move(a)), keepdims(k), in(std::move(in_)),
-        out(std::move(out_)) {}
+  kiln::shape in, out, full;
+  expand_node(G g_, kiln::axes a, bool k, kiln::shape in_, kiln::shape out_, kiln::shape full_)
+      : g(std::move(g_)), over(std::move(a)), keepdims(k), in(std::move(in_)), out(std::move(out_)),
+        full(std::move(full_)) {}
 };
 template <class G>
 kiln::shape shape_of(const expand_node<G>& n) {
@@ -196,13 +246,16 @@ inline std::array<bool, max_rank> folded(const kiln::axes& over, int rank, const
 
 template <class G>
 tensor<value_t<G>> materialize(const expand_node<G>& n) {
-  tensor<value_t<G>> t = evaluate_as(n.g, n.out, detail::device_of(n.g));
-  if (!n.keepdims) {
-    const auto m = folded(n.over, n.in.size(), "grad");
-    for (int d = 0; d < n.in.size(); ++d)
-      if (m[d]) t = t.unsqueeze(d);
-  }
-  return t;
+  using V = value_t<G>;
+  layout unused;
+  const tensor<V> t = unbroadcast(evaluate_as(n.g, n.full, detail::device_of(n.g)),
+                                  layout::contiguous(n.out), unused);
+  if (n.keepdims) return t;
+  layout l = t.layout();
+  const auto m = folded(n.over, n.in.size(), "grad");
+  for (int d = 0; d < n.in.size(); ++d)
+    if (m[d]) l = views::unsqueeze(l, d);
+  return tensor<value_t<G>>(t.storage(), l);
 }
 
 // The transpose of expand_node: g (broadcast to `in`) summed over the folded axes.
@@ -234,8 +287,8 @@ auto materialize(const collapse_node<G>& n) {
 } // namespace kiln::autodiff
 
 namespace kiln {
-template <class G, element T, autodiff::direction Dir>
-struct is_expression_type<autodiff::route_node<G, T, Dir>> : std::true_type {};
+template <autodiff::direction Dir, element T, class... G>
+struct is_expression_type<autodiff::adjoint_node<Dir, T, G...>> : std::true_type {};
 template <class G>
 struct is_expression_type<autodiff::expand_node<G>> : std::true_type {};
 template <class G>
