@@ -54,6 +54,31 @@ auto rebind_scalar(const expr_node<Op, C...>& n) {
   });
 }
 
+// What materialize(e) would give for a switched-off term, without computing anything:
+// the same type, every tensor (and every reduction or adjoint that would have become one)
+// a rank-0 zero. A route that is not its tensor costs no reduction and no pass.
+template <element T>
+tensor<T> materialize_off(const tensor<T>& t) {
+  return rebind_scalar(t);
+}
+template <element T>
+scalar_expr<T> materialize_off(const scalar_expr<T>& s) {
+  return s;
+}
+template <class Op, class... C>
+auto materialize_off(const expr_node<Op, C...>& n);
+template <class R, class E>
+auto materialize_off(const reduce_node<R, E>& n) {
+  return scalar_zero<value_t<reduce_node<R, E>>>(detail::device_of(n));
+}
+template <class Op, class... C>
+auto materialize_off(const expr_node<Op, C...>& n) {
+  return hana::unpack(n.children, [](const auto&... c) {
+    return expr_node<Op, std::remove_cvref_t<decltype(materialize_off(c))>...>(
+        materialize_off(c)...);
+  });
+}
+
 // Evaluates e broadcast to shape s on device dev.
 template <class E>
 tensor<value_t<E>> evaluate_as(const E& e, const kiln::shape& s, const kiln::device& dev) {
@@ -171,8 +196,11 @@ template <direction Dir, element T, class... G>
 auto materialize(const adjoint_node<Dir, T, G...>& n) {
   using R = value_t<adjoint_node<Dir, T, G...>>;
   constexpr std::size_t N = sizeof...(G);
-  const auto ms = hana::transform(
-      n.routes, [](const auto& r) { return detail::evaluate_leaf_copy(materialize(r.g)); });
+  const auto ms = hana::transform(n.routes, [](const auto& r) {
+    using M = std::remove_cvref_t<decltype(materialize(r.g))>;
+    return r.kind == route_kind::none ? M(materialize_off(r.g))
+                                      : detail::evaluate_leaf_copy(materialize(r.g));
+  });
   const kiln::device dev = n.wrt.device();
   const tensor<R> zero = scalar_zero<R>(dev);
   // Handles copied, never assigned: assigning a tensor writes into its storage.
@@ -282,6 +310,27 @@ template <class G>
 auto materialize(const collapse_node<G>& n) {
   const auto t = evaluate_as(n.g, n.in, detail::device_of(n.g));
   return materialize(kiln::sum(t, n.over, n.keepdims));
+}
+
+template <class G>
+tensor<value_t<G>> materialize_off(const expand_node<G>& n) {
+  return scalar_zero<value_t<G>>(detail::device_of(n.g));
+}
+template <class G>
+auto materialize_off(const collapse_node<G>& n) {
+  return scalar_zero<value_t<collapse_node<G>>>(detail::device_of(n.g));
+}
+template <direction Dir, element T, class... G>
+auto materialize_off(const adjoint_node<Dir, T, G...>& n) {
+  using R = value_t<adjoint_node<Dir, T, G...>>;
+  constexpr std::size_t N = sizeof...(G);
+  const auto ms = hana::transform(n.routes, [](const auto& r) { return materialize_off(r.g); });
+  const tensor<R> zero = scalar_zero<R>(n.wrt.device());
+  const auto zeros = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<tensor<R>, N>{((void)K, zero)...};
+  }
+  (std::make_index_sequence<N>{});
+  return gated_sum<R>(ms, std::array<bool, N>{}, zeros, std::make_index_sequence<N>{});
 }
 
 } // namespace kiln::autodiff
