@@ -173,4 +173,9 @@ struct op_base {
   static constexpr bool simd_for = false;
 };
 
+// An op declares `using derivative = zero_gradient;` when it is piecewise constant or not
+// a number (comparisons, rounding, sign, logical and bitwise ops): autodiff then treats its
+// gradient as zero everywhere, the convention of JAX and PyTorch.
+struct zero_gradient {};
+
 } // namespace kiln

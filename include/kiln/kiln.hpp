@@ -16,5 +16,8 @@
 #include "kiln/random.hpp"
 #include "kiln/reduce.hpp"
 #include "kiln/tensor.hpp"
+// Symbolic autodiff: grad, vjp (autodiff/ is an include root of kiln::kiln).
+#include "kiln/autodiff/grad.hpp"
+#include "kiln/autodiff/optim.hpp"
 // GPU devices: the JIT and its backends (jit/ is an include root of kiln::kiln).
 #include "kiln/jit/jit.hpp"

@@ -38,6 +38,13 @@ struct add : op_base {
   static B simd(const B& a, const B& b) {
     return a + b;
   }
+  // d(a + b) = da + db
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A&, const B&) {
+      return D::tuple(g, g);
+    }
+  };
 };
 
 struct sub : op_base {
@@ -59,6 +66,13 @@ struct sub : op_base {
   static B simd(const B& a, const B& b) {
     return a - b;
   }
+  // d(a - b) = da - db
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A&, const B&) {
+      return D::tuple(g, D::neg(g));
+    }
+  };
 };
 
 struct mul : op_base {
@@ -80,6 +94,13 @@ struct mul : op_base {
   static B simd(const B& a, const B& b) {
     return a * b;
   }
+  // d(a b) = b da + a db
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A& a, const B& b) {
+      return D::tuple(D::mul(g, b), D::mul(g, a));
+    }
+  };
 };
 
 struct div : op_base {
@@ -112,6 +133,13 @@ struct div : op_base {
   static B simd(const B& a, const B& b) {
     return a / b;
   }
+  // d(a / b) = da / b - a / b^2 db
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A& a, const B& b) {
+      return D::tuple(D::div(g, b), D::neg(D::mul(g, a / (b * b))));
+    }
+  };
 };
 
 struct mod : op_base {
@@ -138,6 +166,13 @@ struct mod : op_base {
   }
   // No simd(): xsimd 8's fmod rounds the quotient, and near an integer quotient gives a
   // result of the wrong sign; the C library's fmod is exact.
+  // Floats: a - trunc(a / b) b, so d/da = 1 and d/db = -trunc(a / b) (away from the jumps).
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A& a, const B& b) {
+      return D::tuple(g, D::neg(D::mul(g, D::trunc(a / b))));
+    }
+  };
 };
 
 struct neg : op_base {
@@ -163,6 +198,12 @@ struct neg : op_base {
     else
       return -a;
   }
+  struct derivative {
+    template <class D, class G, class A>
+    static auto vjp(const G& g, const A&) {
+      return D::tuple(D::neg(g));
+    }
+  };
 };
 
 struct abs : op_base {
@@ -188,6 +229,13 @@ struct abs : op_base {
   static B simd(const B& a) {
     return xsimd::abs(a);
   }
+  // d|x| = sign(x) dx (0 at 0).
+  struct derivative {
+    template <class D, class G, class A>
+    static auto vjp(const G& g, const A& a) {
+      return D::tuple(D::mul(g, D::sign(a)));
+    }
+  };
 };
 
 struct sign : op_base {
@@ -210,6 +258,7 @@ struct sign : op_base {
     const B one(1), zero(0);
     return xsimd::select(a > zero, one, xsimd::select(a < zero, -one, a)); // keeps 0 and NaN
   }
+  using derivative = zero_gradient; // piecewise constant
 };
 
 struct maximum : op_base {
@@ -234,6 +283,13 @@ struct maximum : op_base {
     else
       return xsimd::max(a, b);
   }
+  // The adjoint goes to the larger operand; a tie routes it to the first.
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A& a, const B& b) {
+      return D::tuple(D::mask(g, a >= b), D::mask(g, a < b));
+    }
+  };
 };
 
 struct minimum : op_base {
@@ -258,6 +314,13 @@ struct minimum : op_base {
     else
       return xsimd::min(a, b);
   }
+  // The adjoint goes to the smaller operand; a tie routes it to the first.
+  struct derivative {
+    template <class D, class G, class A, class B>
+    static auto vjp(const G& g, const A& a, const B& b) {
+      return D::tuple(D::mask(g, a <= b), D::mask(g, a > b));
+    }
+  };
 };
 
 struct clamp : op_base {
@@ -279,6 +342,14 @@ struct clamp : op_base {
   static B simd(const B& x, const B& lo, const B& hi) {
     return minimum::simd(maximum::simd(x, lo), hi);
   }
+  // To x inside [lo, hi] (bounds included), else to the bound that was taken.
+  struct derivative {
+    template <class D, class G, class X, class L, class H>
+    static auto vjp(const G& g, const X& x, const L& lo, const H& hi) {
+      return D::tuple(D::mask(g, (x >= lo) && (x <= hi)), D::mask(g, (x < lo) && (lo <= hi)),
+                      D::mask(g, (x > hi) || (lo > hi)));
+    }
+  };
 };
 
 } // namespace kiln::ops

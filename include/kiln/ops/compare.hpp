@@ -19,6 +19,7 @@ namespace kiln::ops {
     static bool host(T a, T b) {                                                                   \
       return a sym b;                                                                              \
     }                                                                                              \
+    using derivative = zero_gradient; /* a bool: no gradient flows through it */                   \
   };
 
 KILN_COMPARISON(equal, ==)

@@ -13,6 +13,7 @@ struct logical_and : op_base {
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a && b; }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct logical_or : op_base {
   static constexpr const char* name = "logical_or";
@@ -21,6 +22,7 @@ struct logical_or : op_base {
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a || b; }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct logical_xor : op_base {
   static constexpr const char* name = "logical_xor";
@@ -29,6 +31,7 @@ struct logical_xor : op_base {
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a != b; }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct logical_not : op_base {
   static constexpr const char* name = "logical_not";
@@ -37,6 +40,7 @@ struct logical_not : op_base {
   static constexpr int arity = 1;
   using rule = rules::logical;
   static bool host(bool a) { return !a; }
+  using derivative = zero_gradient; // bool and integer values
 };
 
 struct bit_and : op_base {
@@ -55,6 +59,7 @@ struct bit_and : op_base {
   static B simd(const B& a, const B& b) {
     return a & b;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct bit_or : op_base {
   static constexpr const char* name = "bit_or";
@@ -72,6 +77,7 @@ struct bit_or : op_base {
   static B simd(const B& a, const B& b) {
     return a | b;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct bit_xor : op_base {
   static constexpr const char* name = "bit_xor";
@@ -89,6 +95,7 @@ struct bit_xor : op_base {
   static B simd(const B& a, const B& b) {
     return a ^ b;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 struct bit_not : op_base {
   static constexpr const char* name = "bit_not";
@@ -109,6 +116,7 @@ struct bit_not : op_base {
   static B simd(const B& a) {
     return ~a;
   }
+  using derivative = zero_gradient; // bool and integer values
 };
 
 } // namespace kiln::ops

@@ -117,7 +117,7 @@ B simd_sigmoid(const B& x) {
 }
 } // namespace edges
 
-#define KILN_FLOAT_UNARY(Name, host_expr, simd_expr)                                               \
+#define KILN_FLOAT_UNARY(Name, host_expr, simd_expr, dfdx)                                         \
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.any = "kiln_" #Name "($0)"};                                   \
@@ -134,37 +134,48 @@ B simd_sigmoid(const B& x) {
     static B simd(const B& x) {                                                                    \
       return simd_expr;                                                                            \
     }                                                                                              \
+    /* d f(x) = f'(x) dx, with f' written in x (D: autodiff's toolkit) */                          \
+    struct derivative {                                                                            \
+      template <class D, class G, class X>                                                         \
+      static auto vjp(const G& g, const X& x) {                                                    \
+        return D::tuple(D::mul(g, dfdx));                                                          \
+      }                                                                                            \
+    };                                                                                             \
   };
 
-KILN_FLOAT_UNARY(exp, std::exp(x), edges::simd_exp(x))
-KILN_FLOAT_UNARY(exp2, std::exp2(x), edges::simd_exp2(x))
-KILN_FLOAT_UNARY(expm1, std::expm1(x), edges::simd_expm1(x))
-KILN_FLOAT_UNARY(log, std::log(x), edges::simd_log(x))
-KILN_FLOAT_UNARY(log2, std::log2(x), edges::fix_subnormal_inputs(xsimd::log2(x), x, [](auto v) {
-                   return std::log2(v);
-                 }))
-KILN_FLOAT_UNARY(log10, std::log10(x), edges::fix_subnormal_inputs(xsimd::log10(x), x, [](auto v) {
-                   return std::log10(v);
-                 }))
-KILN_FLOAT_UNARY(log1p, std::log1p(x), edges::simd_log1p(x))
-KILN_FLOAT_UNARY(sqrt, std::sqrt(x), xsimd::sqrt(x))
-KILN_FLOAT_UNARY(rsqrt, T(1) / std::sqrt(x), B(1) / xsimd::sqrt(x))
-KILN_FLOAT_UNARY(cbrt, std::cbrt(x), edges::fix_subnormal_inputs(xsimd::cbrt(x), x, [](auto v) {
-                   return std::cbrt(v);
-                 }))
-KILN_FLOAT_UNARY(sin, std::sin(x), xsimd::sin(x))
-KILN_FLOAT_UNARY(cos, std::cos(x), xsimd::cos(x))
-KILN_FLOAT_UNARY(tan, std::tan(x), xsimd::tan(x))
-KILN_FLOAT_UNARY(asin, std::asin(x), xsimd::asin(x))
-KILN_FLOAT_UNARY(acos, std::acos(x), xsimd::acos(x))
-KILN_FLOAT_UNARY(atan, std::atan(x), xsimd::atan(x))
-KILN_FLOAT_UNARY(sinh, std::sinh(x), xsimd::sinh(x))
-KILN_FLOAT_UNARY(cosh, std::cosh(x), xsimd::cosh(x))
-KILN_FLOAT_UNARY(tanh, std::tanh(x), xsimd::tanh(x))
-KILN_FLOAT_UNARY(asinh, std::asinh(x), xsimd::asinh(x))
-KILN_FLOAT_UNARY(acosh, std::acosh(x), edges::simd_acosh(x))
-KILN_FLOAT_UNARY(atanh, std::atanh(x), xsimd::atanh(x))
-KILN_FLOAT_UNARY(sigmoid, edges::host_sigmoid(x), edges::simd_sigmoid(x))
+KILN_FLOAT_UNARY(exp, std::exp(x), edges::simd_exp(x), D::exp(x))
+KILN_FLOAT_UNARY(exp2, std::exp2(x), edges::simd_exp2(x), D::exp2(x) * 0.69314718055994530942)
+KILN_FLOAT_UNARY(expm1, std::expm1(x), edges::simd_expm1(x), D::exp(x))
+KILN_FLOAT_UNARY(log, std::log(x), edges::simd_log(x), 1.0 / x)
+KILN_FLOAT_UNARY(log2, std::log2(x),
+                 edges::fix_subnormal_inputs(xsimd::log2(x), x,
+                                             [](auto v) { return std::log2(v); }),
+                 1.4426950408889634074 / x)
+KILN_FLOAT_UNARY(log10, std::log10(x),
+                 edges::fix_subnormal_inputs(xsimd::log10(x), x,
+                                             [](auto v) { return std::log10(v); }),
+                 0.43429448190325182765 / x)
+KILN_FLOAT_UNARY(log1p, std::log1p(x), edges::simd_log1p(x), 1.0 / (1.0 + x))
+KILN_FLOAT_UNARY(sqrt, std::sqrt(x), xsimd::sqrt(x), 0.5 / D::sqrt(x))
+KILN_FLOAT_UNARY(rsqrt, T(1) / std::sqrt(x), B(1) / xsimd::sqrt(x), -0.5 * D::rsqrt(x) / x)
+KILN_FLOAT_UNARY(cbrt, std::cbrt(x),
+                 edges::fix_subnormal_inputs(xsimd::cbrt(x), x,
+                                             [](auto v) { return std::cbrt(v); }),
+                 1.0 / (3.0 * D::cbrt(x) * D::cbrt(x)))
+KILN_FLOAT_UNARY(sin, std::sin(x), xsimd::sin(x), D::cos(x))
+KILN_FLOAT_UNARY(cos, std::cos(x), xsimd::cos(x), -D::sin(x))
+KILN_FLOAT_UNARY(tan, std::tan(x), xsimd::tan(x), 1.0 + D::tan(x) * D::tan(x))
+KILN_FLOAT_UNARY(asin, std::asin(x), xsimd::asin(x), D::rsqrt(1.0 - x * x))
+KILN_FLOAT_UNARY(acos, std::acos(x), xsimd::acos(x), -D::rsqrt(1.0 - x * x))
+KILN_FLOAT_UNARY(atan, std::atan(x), xsimd::atan(x), 1.0 / (1.0 + x * x))
+KILN_FLOAT_UNARY(sinh, std::sinh(x), xsimd::sinh(x), D::cosh(x))
+KILN_FLOAT_UNARY(cosh, std::cosh(x), xsimd::cosh(x), D::sinh(x))
+KILN_FLOAT_UNARY(tanh, std::tanh(x), xsimd::tanh(x), 1.0 - D::tanh(x) * D::tanh(x))
+KILN_FLOAT_UNARY(asinh, std::asinh(x), xsimd::asinh(x), D::rsqrt(x* x + 1.0))
+KILN_FLOAT_UNARY(acosh, std::acosh(x), edges::simd_acosh(x), D::rsqrt(x* x - 1.0))
+KILN_FLOAT_UNARY(atanh, std::atanh(x), xsimd::atanh(x), 1.0 / (1.0 - x * x))
+KILN_FLOAT_UNARY(sigmoid, edges::host_sigmoid(x), edges::simd_sigmoid(x),
+                 D::sigmoid(x) * (1.0 - D::sigmoid(x)))
 #undef KILN_FLOAT_UNARY
 
 // erf and erfc: xsimd 8's f64 versions are off by up to ~70 ulp (erf) and ~35000 ulp
@@ -186,6 +197,13 @@ struct erf : op_base {
   static B simd(const B& x) {
     return xsimd::erf(x);
   }
+  // d erf(x) = 2/sqrt(pi) exp(-x^2) dx
+  struct derivative {
+    template <class D, class G, class X>
+    static auto vjp(const G& g, const X& x) {
+      return D::tuple(D::mul(g, 1.1283791670955125739 * D::exp(-(x * x))));
+    }
+  };
 };
 struct erfc : op_base {
   static constexpr const char* name = "erfc";
@@ -197,9 +215,15 @@ struct erfc : op_base {
   static T host(T x) {
     return std::erfc(x);
   }
+  struct derivative {
+    template <class D, class G, class X>
+    static auto vjp(const G& g, const X& x) {
+      return D::tuple(D::mul(g, -1.1283791670955125739 * D::exp(-(x * x))));
+    }
+  };
 };
 
-#define KILN_FLOAT_BINARY(Name, host_expr, simd_expr)                                              \
+#define KILN_FLOAT_BINARY(Name, host_expr, simd_expr, dfdx, dfdy)                                  \
   struct Name : op_base {                                                                          \
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.any = "kiln_" #Name "($0, $1)"};                               \
@@ -216,9 +240,17 @@ struct erfc : op_base {
     static B simd(const B& x, const B& y) {                                                        \
       return simd_expr;                                                                            \
     }                                                                                              \
+    struct derivative {                                                                            \
+      template <class D, class G, class X, class Y>                                                \
+      static auto vjp(const G& g, const X& x, const Y& y) {                                        \
+        return D::tuple(D::mul(g, dfdx), D::mul(g, dfdy));                                         \
+      }                                                                                            \
+    };                                                                                             \
   };
 
-KILN_FLOAT_BINARY(atan2, std::atan2(x, y), edges::simd_atan2(x, y))
+// atan2(y, x) with the operands named x, y here: d/dx = y/(x^2+y^2), d/dy = -x/(x^2+y^2).
+KILN_FLOAT_BINARY(atan2, std::atan2(x, y), edges::simd_atan2(x, y), y / (x * x + y * y),
+                  -x / (x * x + y * y))
 #undef KILN_FLOAT_BINARY
 
 // fmod: exact in the C library; xsimd 8's rounds the quotient (see ops::mod).
@@ -232,6 +264,13 @@ struct fmod : op_base {
   static T host(T x, T y) {
     return std::fmod(x, y);
   }
+  // x - trunc(x / y) y: d/dx = 1, d/dy = -trunc(x / y) (away from the jumps).
+  struct derivative {
+    template <class D, class G, class X, class Y>
+    static auto vjp(const G& g, const X& x, const Y& y) {
+      return D::tuple(g, D::neg(D::mul(g, D::trunc(x / y))));
+    }
+  };
 };
 
 // pow: xsimd computes exp(y log x), which loses up to ~50 ulp (f64) and ~100 ulp (f32)
@@ -247,6 +286,15 @@ struct pow : op_base {
   static T host(T x, T y) {
     return std::pow(x, y);
   }
+  // d x^y = y x^(y-1) dx + x^y log(x) dy (the dy term where x > 0; 0 elsewhere, where
+  // x^y is real only for integer y).
+  struct derivative {
+    template <class D, class G, class X, class Y>
+    static auto vjp(const G& g, const X& x, const Y& y) {
+      return D::tuple(D::mul(g, y * D::pow(x, y - 1.0)),
+                      D::mul(g, D::mask(D::pow(x, y) * D::log(x), x > 0.0)));
+    }
+  };
 };
 
 // Rounding keeps the type: the identity on integers.
@@ -270,6 +318,7 @@ struct pow : op_base {
     static B simd(const B& x) {                                                                    \
       return simd_expr;                                                                            \
     }                                                                                              \
+    using derivative = zero_gradient; /* piecewise constant */                                     \
   };
 
 KILN_ROUNDING(floor, std::floor(x), xsimd::floor(x))

@@ -15,6 +15,13 @@ struct where : op_base {
   static T host(bool c, T a, T b) {
     return c ? a : b;
   }
+  // The adjoint goes to the branch taken; the condition is not differentiated.
+  struct derivative {
+    template <class D, class G, class C, class A, class B>
+    static auto vjp(const G& g, const C& c, const A&, const B&) {
+      return D::tuple(D::zero, D::mask(g, c), D::mask(g, !c));
+    }
+  };
 };
 
 #define KILN_PREDICATE(Name, float_expr, int_value, glsl_float)                                    \
@@ -31,6 +38,7 @@ struct where : op_base {
       else                                                                                         \
         return int_value;                                                                          \
     }                                                                                              \
+    using derivative = zero_gradient; /* a bool */                                                 \
   };
 KILN_PREDICATE(isnan, std::isnan(x), false, "isnan($0)")
 KILN_PREDICATE(isinf, std::isinf(x), false, "isinf($0)")
@@ -48,6 +56,14 @@ struct cast : op_base {
   static T host(T x) {
     return x;
   } // the conversion itself happens on the way out
+  // The adjoint converted back to the operand's type (zero through an integer cast: the
+  // operand's leaves are then integers, never differentiated).
+  struct derivative {
+    template <class D, class G, class X>
+    static auto vjp(const G& g, const X& x) {
+      return D::tuple(D::cast_like(g, x));
+    }
+  };
 };
 
 } // namespace kiln::ops

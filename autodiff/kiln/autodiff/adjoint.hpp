@@ -1,0 +1,218 @@
+#pragma once
+// The reverse transform. backprop(e, g, full) walks an expression type once and returns,
+// for every tensor-leaf occurrence below e, a record: the adjoint expression reaching it
+// (g pushed through each op's derivative rule), the leaf handle, and the shape that
+// adjoint has (`full`: the shape of the nearest enclosing reduction input or of the root,
+// since adjoints are summed back to a leaf's shape only at the leaf). Zero adjoints make
+// no record; scalars are constants.
+#include "kiln/autodiff/nodes.hpp"
+
+#include <boost/hana/concat.hpp>
+#include <boost/hana/drop_front.hpp>
+#include <boost/hana/filter.hpp>
+#include <boost/hana/flatten.hpp>
+#include <boost/hana/fold_left.hpp>
+#include <boost/hana/front.hpp>
+#include <boost/hana/length.hpp>
+
+namespace kiln::autodiff {
+
+template <class G, element T>
+struct record {
+  G g;
+  tensor<T> leaf;
+  kiln::shape full;
+  bool alive = true; // false: the adjoint is switched off (a route seen as `none`)
+};
+
+template <class E>
+inline constexpr bool has_tensor = false;
+template <element T>
+inline constexpr bool has_tensor<tensor<T>> = true;
+template <class Op, class... C>
+inline constexpr bool has_tensor<expr_node<Op, C...>> = (has_tensor<C> || ...);
+template <class R, class E>
+inline constexpr bool has_tensor<reduce_node<R, E>> = has_tensor<E>;
+template <direction Dir, element T, class... G>
+inline constexpr bool has_tensor<adjoint_node<Dir, T, G...>> = (has_tensor<G> || ...);
+template <class G>
+inline constexpr bool has_tensor<expand_node<G>> = has_tensor<G>;
+template <class G>
+inline constexpr bool has_tensor<collapse_node<G>> = has_tensor<G>;
+
+template <class Op>
+inline constexpr bool has_rule = requires {
+  typename Op::derivative;
+};
+
+template <class Op>
+constexpr void check_rule() {
+  static_assert(has_rule<Op>, "kiln: this op has no derivative rule (give its definition a "
+                              "`derivative`, or `using derivative = zero_gradient;`)");
+}
+
+template <element T, class G>
+auto backprop(const tensor<T>& t, const G& g, const kiln::shape& full, bool alive) {
+  using A = decltype(toolkit::expr(g));
+  return hana::make_tuple(record<A, T>{toolkit::expr(g), t, full, alive});
+}
+
+// Every overload, declared first: they call one another, and the kiln node kinds are not
+// in this namespace, so argument-dependent lookup would not find them.
+template <element T, class G>
+auto backprop(const tensor<T>& t, const G& g, const kiln::shape& full, bool alive);
+template <element T, class G>
+auto backprop(const scalar_expr<T>&, const G&, const kiln::shape&, bool);
+template <class Op, class... C, class G>
+auto backprop(const expr_node<Op, C...>& n, const G& g, const kiln::shape& full, bool alive);
+template <class R, class E, class G>
+auto backprop(const reduce_node<R, E>& n, const G& g, const kiln::shape&, bool alive);
+template <class G2, class G>
+auto backprop(const expand_node<G2>& n, const G& g, const kiln::shape&, bool alive);
+template <class G2, class G>
+auto backprop(const collapse_node<G2>& n, const G& g, const kiln::shape&, bool alive);
+template <direction Dir, element T, class... G2, class G>
+auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shape&, bool alive);
+
+template <class N, class Adj, class G, std::size_t... I>
+auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
+                       std::index_sequence<I...>);
+
+template <class Op, class... C, class G>
+auto backprop(const expr_node<Op, C...>& n, const G& g, const kiln::shape& full, bool alive) {
+  check_rule<Op>();
+  if constexpr (!has_tensor<expr_node<Op, C...>> ||
+                std::is_same_v<typename Op::derivative, zero_gradient>) {
+    return hana::make_tuple();
+  } else {
+    const auto adj = hana::unpack(n.children, [&](const auto&... c) {
+      return Op::derivative::template vjp<toolkit>(g, c...);
+    });
+    static_assert(decltype(hana::length(adj))::value == sizeof...(C),
+                  "kiln: a derivative rule must give one adjoint per operand");
+    return children_backprop(n, adj, g, full, alive, std::index_sequence_for<C...>{});
+  }
+}
+
+// The adjoint of a reduction's input, given the adjoint g (of shape `full`) of its
+// result. At the root (Root: f itself is the reduction) g is one of the result's shape.
+template <bool Root, class R, class E, class G>
+auto reduction_adjoint(const reduce_node<R, E>& n, const G& g, const kiln::shape& full) {
+  using V = value_t<E>;
+  const kiln::shape in = shape_of(n.expr);
+  // one at the root broadcasts as it is. Elsewhere ones of shape `full` summed to the
+  // result's shape are a constant: the number of broadcast copies. Anything else is
+  // summed down and viewed with the folded axes back.
+  auto expanded = [&] {
+    if constexpr (is_one<G> && Root) {
+      return one_t<V>{};
+    } else if constexpr (is_one<G>) {
+      const kiln::shape out = n.result_shape();
+      const std::int64_t copies = numel(out) == 0 ? 0 : numel(full) / numel(out);
+      return scalar_expr<V>(static_cast<V>(copies));
+    } else {
+      return expand_node<G>(g, n.over, n.keepdims, in, n.result_shape(), full);
+    }
+  };
+  if constexpr (std::is_same_v<R, reductions::sum>) {
+    return expanded();
+  } else if constexpr (std::is_same_v<R, reductions::mean>) {
+    std::int64_t count = 1;
+    const auto m = folded(n.over, in.size(), "mean");
+    for (int d = 0; d < in.size(); ++d)
+      if (m[d]) count *= in[d];
+    using F = float_of_t<V>;
+    return toolkit::mul(expanded(), scalar_expr<F>(F(1) / static_cast<F>(count)));
+  } else if constexpr (std::is_same_v<R, reductions::prod>) {
+    // prod / x: exact where no folded element is 0 (documented: a zero gives NaN or inf).
+    return toolkit::mul(expanded(), kiln::prod(n.expr, n.over, true) / n.expr);
+  } else if constexpr (std::is_same_v<R, reductions::max> || std::is_same_v<R, reductions::min>) {
+    // Ties split the adjoint evenly among the elements that reach the extreme.
+    const auto hit = kiln::cast<V>(n.expr == reduce_node<R, E>(n.expr, n.over, true));
+    return toolkit::mul(expanded(), hit / kiln::sum(hit, n.over, true));
+  } else {
+    return toolkit::zero; // argmax, argmin, all, any: piecewise constant
+  }
+}
+
+template <class R, class E, class G>
+auto backprop(const reduce_node<R, E>& n, const G& g, const kiln::shape& full, bool alive) {
+  if constexpr (!has_tensor<E>) {
+    return hana::make_tuple();
+  } else {
+    const auto a = reduction_adjoint<false>(n, g, full);
+    if constexpr (is_zero<decltype(a)>)
+      return hana::make_tuple();
+    else
+      return backprop(n.expr, a, shape_of(n.expr), alive);
+  }
+}
+
+// expand (sum `full` down to `out`, view over `in`) and collapse (sum `in` down to `out`)
+// are each other's transpose.
+template <class G2, class G>
+auto backprop(const expand_node<G2>& n, const G& g, const kiln::shape&, bool alive) {
+  return backprop(n.g, collapse_node(toolkit::expr(g), n.over, n.keepdims, n.in, n.out), n.full,
+                  alive);
+}
+template <class G2, class G>
+auto backprop(const collapse_node<G2>& n, const G& g, const kiln::shape& full, bool alive) {
+  return backprop(n.g, expand_node(toolkit::expr(g), n.over, n.keepdims, n.in, n.out, full), n.in,
+                  alive);
+}
+
+// Through an adjoint (second order): each route's transpose carries g back to its leaf.
+template <direction Dir, element T, class... G2, class G>
+auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shape&, bool alive) {
+  constexpr direction back = Dir == direction::to_wrt ? direction::to_leaf : direction::to_wrt;
+  using A = decltype(toolkit::expr(g));
+  return hana::flatten(hana::transform(n.routes, [&](const auto& r) {
+    const adjoint_node<back, T, A> t(
+        hana::make_tuple(route<A, T>{toolkit::expr(g), r.leaf, r.full, r.kind}), n.wrt);
+    const kiln::shape inner = Dir == direction::to_wrt ? r.full : n.wrt.shape();
+    return backprop(r.g, t, inner, alive && r.kind != route_kind::none);
+  }));
+}
+template <element T, class G>
+auto backprop(const scalar_expr<T>&, const G&, const kiln::shape&, bool) {
+  return hana::make_tuple();
+}
+
+// Each operand's records, concatenated (operands whose adjoint is zero, or that hold no
+// tensor, add none).
+template <class N, class Adj, class G, std::size_t... I>
+auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
+                       std::index_sequence<I...>) {
+  auto one = [&](auto i) {
+    const auto& child = hana::at(n.children, i);
+    const auto& a = hana::at(adj, i);
+    using Child = std::remove_cvref_t<decltype(child)>;
+    if constexpr (is_zero<decltype(a)> || !has_tensor<Child>)
+      return hana::make_tuple();
+    else
+      return backprop(child, a, full, alive);
+  };
+  return hana::flatten(hana::make_tuple(one(hana::size_c<I>)...));
+}
+
+// The adjoint of `wrt` from the records: the sum of a route per occurrence of its type,
+// or zeros of its shape when none can be it.
+template <element T, class Records>
+auto collect(const Records& recs, const tensor<T>& wrt) {
+  auto mine = hana::filter(recs, [](const auto& r) {
+    using Rec = std::remove_cvref_t<decltype(r)>;
+    return hana::bool_c<std::is_same_v<decltype(Rec::leaf), tensor<T>>>;
+  });
+  if constexpr (decltype(hana::length(mine))::value == 0) {
+    return scalar_zero<T>(wrt.device()).broadcast_to(wrt.shape());
+  } else {
+    return hana::unpack(mine, [&](const auto&... r) {
+      return adjoint_node<direction::to_wrt, T, std::remove_cvref_t<decltype(r.g)>...>(
+          hana::make_tuple(route<std::remove_cvref_t<decltype(r.g)>, T>{
+              r.g, r.leaf, r.full, classify(r.leaf, r.full, wrt, r.alive)}...),
+          wrt);
+    });
+  }
+}
+
+} // namespace kiln::autodiff

@@ -1,0 +1,345 @@
+#pragma once
+// The three node kinds autodiff adds to an adjoint tree. Each is an ordinary lazy kiln
+// expression: `materialize` (found by ADL, like a reduction's) turns it into plain nodes
+// and tensors before the host evaluator or the JIT sees it, so both evaluate adjoints
+// unchanged.
+//   adjoint_node sums the adjoints of the leaf occurrences of a tensor differentiated
+//               with respect to ("wrt"): an occurrence with the same memory and layout
+//               fuses; a view of it or a broadcast use is summed and scattered into the
+//               wrt's shape (a pass of its own); another tensor contributes nothing.
+//               Which holds is decided at run time, so every case materializes to the
+//               same expression type.
+//   expand_node a reduction's adjoint broadcast back over the axes it folded.
+//   collapse_node its transpose (a sum over those axes), for second order.
+#include "kiln/autodiff/constants.hpp"
+#include "kiln/reduce.hpp"
+
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/transform.hpp>
+
+#include <array>
+
+namespace kiln::autodiff {
+
+// A rank-0 zero tensor on `dev` (host ones are shared: nothing ever writes them).
+template <element T>
+tensor<T> scalar_zero(const kiln::device& dev) {
+  if (dev.is_host()) {
+    static const tensor<T> z = [] {
+      tensor<T> t(kiln::shape{});
+      t = T(0);
+      return t;
+    }();
+    return z;
+  }
+  tensor<T> t(kiln::shape{}, dev);
+  t = T(0);
+  return t;
+}
+
+// The same expression with every tensor leaf replaced by a rank-0 zero: its type is
+// unchanged and its shape is {}, so a switched-off term can sit in a sum of any shape.
+template <element T>
+tensor<T> rebind_scalar(const tensor<T>& t) {
+  return scalar_zero<T>(t.device());
+}
+template <element T>
+scalar_expr<T> rebind_scalar(const scalar_expr<T>& s) {
+  return s;
+}
+template <class Op, class... C>
+auto rebind_scalar(const expr_node<Op, C...>& n) {
+  return hana::unpack(n.children, [](const auto&... c) {
+    return expr_node<Op, std::remove_cvref_t<decltype(rebind_scalar(c))>...>(rebind_scalar(c)...);
+  });
+}
+
+// What materialize(e) would give for a switched-off term, without computing anything:
+// the same type, every tensor (and every reduction or adjoint that would have become one)
+// a rank-0 zero. A route that is not its tensor costs no reduction and no pass.
+template <element T>
+tensor<T> materialize_off(const tensor<T>& t) {
+  return rebind_scalar(t);
+}
+template <element T>
+scalar_expr<T> materialize_off(const scalar_expr<T>& s) {
+  return s;
+}
+template <class Op, class... C>
+auto materialize_off(const expr_node<Op, C...>& n);
+template <class R, class E>
+auto materialize_off(const reduce_node<R, E>& n) {
+  return scalar_zero<value_t<reduce_node<R, E>>>(detail::device_of(n));
+}
+template <class Op, class... C>
+auto materialize_off(const expr_node<Op, C...>& n) {
+  return hana::unpack(n.children, [](const auto&... c) {
+    return expr_node<Op, std::remove_cvref_t<decltype(materialize_off(c))>...>(
+        materialize_off(c)...);
+  });
+}
+
+// Evaluates e broadcast to shape s on device dev.
+template <class E>
+tensor<value_t<E>> evaluate_as(const E& e, const kiln::shape& s, const kiln::device& dev) {
+  tensor<value_t<E>> t(s, dev);
+  detail::assign(t, e);
+  return t;
+}
+
+// Fresh zeroed storage with as many elements as t's storage, so that t's layout (and the
+// layout of any view of the same storage) addresses it in the same places.
+template <element T>
+std::shared_ptr<kiln::storage> zeroed_like(const tensor<T>& t) {
+  const std::int64_t n = t.storage()->count();
+  tensor<T> z(kiln::shape{n}, t.device());
+  if (n > 0) z = T(0);
+  return z.storage();
+}
+
+inline kiln::axes axis_list(const std::vector<std::int64_t>& v) {
+  kiln::axes a;
+  a.everything = false;
+  for (auto d : v)
+    a.list.push_back(d);
+  return a;
+}
+
+// Sums `full`-shaped values down to what a leaf with layout `l` holds: leading dims and
+// dims the leaf broadcasts (extent 1, or stride 0 as in a broadcast_to view). The result
+// has the leaf's shape with extent 1 on its stride-0 dims; `out` gets that layout.
+template <element T>
+tensor<T> unbroadcast(const tensor<T>& t, const layout& l, layout& out) {
+  // New handles throughout: assigning to a tensor would write values into its storage.
+  auto summed = [](const tensor<T>& a, const std::vector<std::int64_t>& ax, bool keep) {
+    return ax.empty() ? a : tensor<T>(kiln::sum(a, axis_list(ax), keep));
+  };
+  std::vector<std::int64_t> lead;
+  for (int d = 0; d < t.rank() - l.rank(); ++d)
+    lead.push_back(d);
+  const tensor<T> t1 = summed(t, lead, false);
+  out = l;
+  std::vector<std::int64_t> ax;
+  for (int d = 0; d < l.rank(); ++d) {
+    const bool broadcast_use = l.shape[d] == 1 && t1.shape()[d] > 1;
+    const bool zero_stride = l.strides[d] == 0 && l.shape[d] > 1;
+    if (broadcast_use || zero_stride) ax.push_back(d);
+    if (zero_stride) out.shape[d] = 1;
+  }
+  return summed(t1, ax, true);
+}
+
+enum class route_kind { fused, scattered, none };
+enum class direction { to_wrt, to_leaf };
+
+// Decides how a leaf occurrence (with adjoints of shape `full`) relates to `wrt`.
+template <element T>
+route_kind classify(const tensor<T>& leaf, const kiln::shape& full, const tensor<T>& wrt,
+                    bool alive) {
+  if (!alive || leaf.empty() || leaf.storage() != wrt.storage()) return route_kind::none;
+  if (leaf.layout() == wrt.layout() && full == wrt.shape()) return route_kind::fused;
+  return route_kind::scattered;
+}
+
+// One leaf occurrence's adjoint g, on its way to (or, transposed, from) the wrt tensor.
+template <class G, element T>
+struct route {
+  G g;
+  tensor<T> leaf;
+  kiln::shape full; // the shape of the adjoint flowing into the leaf occurrence
+  route_kind kind;
+};
+
+// The adjoint of `wrt`: the sum of its routes (to_wrt), or the transpose of one route,
+// carrying a wrt-shaped adjoint back to a leaf occurrence (to_leaf, for second order).
+template <direction Dir, element T, class... G>
+struct adjoint_node : expression_base<adjoint_node<Dir, T, G...>> {
+  using value_type = rules::common_t<T, value_t<G>...>;
+  hana::tuple<route<G, T>...> routes;
+  tensor<T> wrt;
+  adjoint_node(hana::tuple<route<G, T>...> r, tensor<T> w)
+      : routes(std::move(r)), wrt(std::move(w)) {}
+};
+
+template <direction Dir, element T, class... G>
+kiln::shape shape_of(const adjoint_node<Dir, T, G...>& n) {
+  if constexpr (Dir == direction::to_wrt)
+    return n.wrt.shape();
+  else
+    return hana::front(n.routes).leaf.shape();
+}
+template <direction Dir, element T, class... G, class F>
+void visit_devices(const adjoint_node<Dir, T, G...>& n, F&& f) {
+  hana::for_each(n.routes, [&](const auto& r) { visit_devices(r.g, f); });
+}
+
+// sum_k gate(m_k, on_k) + z_k, with the leaves of switched-off terms rebound to rank-0
+// zeros. Every case of every route has this one type, so the adjoint is lowered and
+// compiled once (and its scattered parts below reuse that same kernel).
+template <class R, class Ms, std::size_t... K>
+auto gated_sum(const Ms& ms, const std::array<bool, sizeof...(K)>& on,
+               const std::array<tensor<R>, sizeof...(K)>& z, std::index_sequence<K...>) {
+  auto term = [&](auto k) {
+    const auto& m = hana::at(ms, k);
+    using M = std::remove_cvref_t<decltype(m)>;
+    using V = value_t<M>;
+    using gated = expr_node<ops::gate, M, scalar_expr<V>>;
+    const gated gm =
+        on[k] ? gated(m, scalar_expr<V>(V(1))) : gated(rebind_scalar(m), scalar_expr<V>(V(0)));
+    return expr_node<ops::add, gated, tensor<R>>(gm, z[k]);
+  };
+  return hana::fold_left(hana::make_tuple(term(hana::size_c<K>)...),
+                         [](const auto& a, const auto& b) { return a + b; });
+}
+
+template <direction Dir, element T, class... G>
+auto materialize(const adjoint_node<Dir, T, G...>& n) {
+  using R = value_t<adjoint_node<Dir, T, G...>>;
+  constexpr std::size_t N = sizeof...(G);
+  const auto ms = hana::transform(n.routes, [](const auto& r) {
+    using M = std::remove_cvref_t<decltype(materialize(r.g))>;
+    return r.kind == route_kind::none ? M(materialize_off(r.g))
+                                      : detail::evaluate_leaf_copy(materialize(r.g));
+  });
+  const kiln::device dev = n.wrt.device();
+  const tensor<R> zero = scalar_zero<R>(dev);
+  // Handles copied, never assigned: assigning a tensor writes into its storage.
+  const auto zeros = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<tensor<R>, N>{((void)K, zero)...};
+  }
+  (std::make_index_sequence<N>{});
+  const std::array<tensor<R>, N>& none = zeros;
+  std::array<tensor<R>, N> z; // empty handles: a move into one takes the handle
+  std::array<bool, N> on{};
+  std::size_t k = 0;
+  hana::for_each(n.routes, [&](const auto& r) {
+    on[k] = r.kind == route_kind::fused;
+    if (r.kind == route_kind::scattered) {
+      std::array<bool, N> only{};
+      only[k] = true;
+      const auto e = gated_sum<R>(ms, only, none, std::make_index_sequence<N>{});
+      const auto st = zeroed_like(n.wrt);
+      if constexpr (Dir == direction::to_wrt) {
+        // Sum the broadcast dims, then write through the leaf's layout into fresh storage
+        // that the wrt's layout reads back: the adjoint lands on the elements the leaf saw.
+        layout l;
+        const tensor<R> u = unbroadcast(evaluate_as(e, r.full, dev), r.leaf.layout(), l);
+        tensor<R>(st, l) = u;
+        z[k] = tensor<R>(st, n.wrt.layout());
+      } else {
+        // The transpose: the wrt-shaped adjoint written into the wrt's elements, read back
+        // through the leaf's layout (and broadcast by the evaluator to `full`).
+        tensor<R>(st, n.wrt.layout()) = e;
+        z[k] = tensor<R>(st, r.leaf.layout());
+      }
+    }
+    ++k;
+  });
+  for (auto& t : z)
+    if (t.empty()) t = tensor<R>(zero);
+  return gated_sum<R>(ms, on, z, std::make_index_sequence<N>{});
+}
+
+// A reduction's adjoint g viewed with the folded axes back as extent 1. g has shape
+// `full`: the reduction's result (shape `out`) may itself be used broadcast, and is then
+// summed down to `out` first.
+template <class G>
+struct expand_node : expression_base<expand_node<G>> {
+  using value_type = value_t<G>;
+  G g;
+  kiln::axes over;
+  bool keepdims;
+  kiln::shape in, out, full;
+  expand_node(G g_, kiln::axes a, bool k, kiln::shape in_, kiln::shape out_, kiln::shape full_)
+      : g(std::move(g_)), over(std::move(a)), keepdims(k), in(std::move(in_)), out(std::move(out_)),
+        full(std::move(full_)) {}
+};
+template <class G>
+kiln::shape shape_of(const expand_node<G>& n) {
+  return n.in;
+}
+template <class G, class F>
+void visit_devices(const expand_node<G>& n, F&& f) {
+  visit_devices(n.g, f);
+}
+
+// Which dims of shape `in` a reduction over `over` folds.
+inline std::array<bool, max_rank> folded(const kiln::axes& over, int rank, const char* op) {
+  std::array<bool, max_rank> m{};
+  if (over.everything) m.fill(true);
+  for (auto a : over.list)
+    m[normalize_axis(a, rank, op)] = true;
+  return m;
+}
+
+template <class G>
+tensor<value_t<G>> materialize(const expand_node<G>& n) {
+  using V = value_t<G>;
+  layout unused;
+  const tensor<V> t = unbroadcast(evaluate_as(n.g, n.full, detail::device_of(n.g)),
+                                  layout::contiguous(n.out), unused);
+  if (n.keepdims) return t;
+  layout l = t.layout();
+  const auto m = folded(n.over, n.in.size(), "grad");
+  for (int d = 0; d < n.in.size(); ++d)
+    if (m[d]) l = views::unsqueeze(l, d);
+  return tensor<value_t<G>>(t.storage(), l);
+}
+
+// The transpose of expand_node: g (broadcast to `in`) summed over the folded axes.
+template <class G>
+struct collapse_node : expression_base<collapse_node<G>> {
+  using value_type = value_t<G>;
+  G g;
+  kiln::axes over;
+  bool keepdims;
+  kiln::shape in, out;
+  collapse_node(G g_, kiln::axes a, bool k, kiln::shape in_, kiln::shape out_)
+      : g(std::move(g_)), over(std::move(a)), keepdims(k), in(std::move(in_)),
+        out(std::move(out_)) {}
+};
+template <class G>
+kiln::shape shape_of(const collapse_node<G>& n) {
+  return n.out;
+}
+template <class G, class F>
+void visit_devices(const collapse_node<G>& n, F&& f) {
+  visit_devices(n.g, f);
+}
+template <class G>
+auto materialize(const collapse_node<G>& n) {
+  const auto t = evaluate_as(n.g, n.in, detail::device_of(n.g));
+  return materialize(kiln::sum(t, n.over, n.keepdims));
+}
+
+template <class G>
+tensor<value_t<G>> materialize_off(const expand_node<G>& n) {
+  return scalar_zero<value_t<G>>(detail::device_of(n.g));
+}
+template <class G>
+auto materialize_off(const collapse_node<G>& n) {
+  return scalar_zero<value_t<collapse_node<G>>>(detail::device_of(n.g));
+}
+template <direction Dir, element T, class... G>
+auto materialize_off(const adjoint_node<Dir, T, G...>& n) {
+  using R = value_t<adjoint_node<Dir, T, G...>>;
+  constexpr std::size_t N = sizeof...(G);
+  const auto ms = hana::transform(n.routes, [](const auto& r) { return materialize_off(r.g); });
+  const tensor<R> zero = scalar_zero<R>(n.wrt.device());
+  const auto zeros = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<tensor<R>, N>{((void)K, zero)...};
+  }
+  (std::make_index_sequence<N>{});
+  return gated_sum<R>(ms, std::array<bool, N>{}, zeros, std::make_index_sequence<N>{});
+}
+
+} // namespace kiln::autodiff
+
+namespace kiln {
+template <autodiff::direction Dir, element T, class... G>
+struct is_expression_type<autodiff::adjoint_node<Dir, T, G...>> : std::true_type {};
+template <class G>
+struct is_expression_type<autodiff::expand_node<G>> : std::true_type {};
+template <class G>
+struct is_expression_type<autodiff::collapse_node<G>> : std::true_type {};
+} // namespace kiln
