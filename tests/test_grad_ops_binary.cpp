@@ -31,10 +31,15 @@ TEST_CASE("grad of arithmetic ops against finite differences", "[grad]") {
   binary(
       "sign (zero gradient)", off0, any(), [](auto x, auto y) { return kiln::sign(x) * y; },
       [](double a, double b) { return (a > 0 ? 1.0 : -1.0) * b; });
-  // maximum, minimum, clamp: operands a random distance apart, never tied.
+  // maximum, minimum, clamp: operands a random distance apart, never tied, and away from
+  // clamp's constant bounds ±2.5 (a kink there too), redrawn until they are.
   auto xs = any(), ys = any();
+  auto apart = [](double a, double b) { return std::fabs(a - b) >= 0.05; };
   for (int i = 0; i < n; ++i)
-    if (std::fabs(xs[i] - ys[i]) < 0.05) ys[i] = xs[i] + (i % 2 ? 0.5 : -0.5);
+    while (!apart(xs[i], ys[i]) || !apart(std::fabs(xs[i]), 2.5) || !apart(std::fabs(ys[i]), 2.5)) {
+      xs[i] = test::uniform<double>(1, -3, 3)[0];
+      ys[i] = test::uniform<double>(1, -3, 3)[0];
+    }
   binary(
       "maximum", xs, ys, [](auto x, auto y) { return kiln::maximum(x, y); },
       [](double a, double b) { return std::max(a, b); });
@@ -76,8 +81,13 @@ TEST_CASE("grad of pow and atan2 against finite differences", "[grad]") {
 }
 
 TEST_CASE("grad through where, cast and the zero-gradient ops", "[grad]") {
-  const auto xv = test::uniform<double>(n, -3, 3), yv = test::uniform<double>(n, -3, 3);
-  auto off = away_from(-3, 3, 1.0, 0.05); // floor & co. are flat between integers
+  // where(x > y, ...) jumps where x = y: the operands are drawn apart.
+  auto xv = test::uniform<double>(n, -3, 3), yv = test::uniform<double>(n, -3, 3);
+  for (int i = 0; i < n; ++i)
+    while (std::fabs(xv[i] - yv[i]) < 0.05)
+      yv[i] = test::uniform<double>(1, -3, 3)[0];
+  // floor, ceil and trunc jump at integers, round at halves: x away from multiples of 0.5.
+  auto off = away_from(-3, 3, 0.5, 0.05);
   binary(
       "where", xv, yv, [](auto x, auto y) { return kiln::where(x > y, x * x, kiln::sin(y)); },
       [](double a, double b) { return a > b ? a * a : std::sin(b); });

@@ -66,9 +66,10 @@ void random_tree() {
   all.insert(all.end(), gy.begin(), gy.end());
   all.insert(all.end(), gz.begin(), gz.end());
   CHECK(std::any_of(all.begin(), all.end(), [](double g) { return g != 0; }));
-  check_close(values(dx), fd_grad(f, x), tol, "d/dx");
-  check_close(values(dy), fd_grad(f, y), tol, "d/dy");
-  check_close(values(dz), fd_grad(f, z), tol, "d/dz");
+  // where(a > b, ...) jumps where a = b: elements that close to a jump are left out.
+  grad_test::check_close_where_smooth(values(dx), f, x, tol, "d/dx");
+  grad_test::check_close_where_smooth(values(dy), f, y, tol, "d/dy");
+  grad_test::check_close_where_smooth(values(dz), f, z, tol, "d/dz");
 }
 
 } // namespace
