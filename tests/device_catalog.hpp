@@ -1,20 +1,18 @@
 #pragma once
-// Each op of the catalog on a GPU device against the host evaluator, on random inputs
-// mixed with special values. The including file first includes its device's support header
-// and defines KILN_CATALOG_DEVICE (the function giving the device or skipping),
-// KILN_CATALOG_NAME (the test names' prefix) and KILN_CATALOG_TAGS; the lists of checks are
-// catalog_ops.hpp, catalog_math.hpp and catalog_casts.hpp, shared by Vulkan and CUDA. Exact ops
+// Each op of the catalog on every GPU device there is (vulkan:0, cuda:0; each missing one a
+// visible skip) against the host evaluator, on random inputs mixed with special values. One
+// binary serves both backends: the host code is the same, only the kernels generated at run
+// time differ, so compiling it per backend would double the build for nothing. The lists of
+// checks are test_device_catalog_{ops,math,casts}.cpp. Exact ops
 // (integer, comparison, logical, bitwise, select, conversions, and + - * / on floats, IEEE-exact on
 // both sides) must match bit for bit (NaN as NaN, zeros with their sign); float math within the sum
 // of the two sides' ulp bounds (each side is within its bound of the true value: host
 // tests/float_ops.hpp, device jit/kiln/jit/glsl_math.hpp, CUDA's libdevice bounds in
 // cuda_codegen.hpp); 16-bit floats within one ulp of their type (both sides round a float result
 // that may differ in its last bits).
-#include "support.hpp"
+#include "vulkan_support.hpp" // first: it registers a Catch listener
 
-#ifndef KILN_CATALOG_DEVICE
-#error "define KILN_CATALOG_DEVICE (and include the device's support header) first"
-#endif
+#include "cuda_support.hpp"
 
 #include <iomanip>
 #include <limits>
@@ -23,6 +21,14 @@
 namespace catalog {
 
 constexpr std::int64_t n = 211;
+
+// The devices to check: each backend's device 0 where it is usable.
+inline std::vector<const kiln::device*> devices() {
+  std::vector<const kiln::device*> d;
+  for (const kiln::device* x : {vulkan_or_skip(), cuda_or_skip()})
+    if (x) d.push_back(x);
+  return d;
+}
 
 // Random values of T with its special values mixed in (float: ±0, ±inf, NaN, ±1; integers:
 // 0, -1, the limits).
@@ -85,28 +91,30 @@ kiln::tensor<T> tensor_of(const std::vector<T>& v) {
   return t;
 }
 
-// Evaluates make(operands...) on the device and on the host and compares every element.
+// Evaluates make(operands...) on each device and on the host and compares every element.
 template <class... T, class F>
 void check(const char* name, std::uint64_t ulp, F make, const std::vector<T>&... in) {
-  const kiln::device* dev = KILN_CATALOG_DEVICE();
-  if (!dev) return;
   const auto want = make(tensor_of(in)...).eval();
-  const auto got = make(tensor_of(in).to(*dev)...).eval();
-  REQUIRE(got.device() == *dev);
-  const auto w = want.to_vector(), g = got.to_vector();
-  REQUIRE(g.size() == w.size());
-  std::size_t bad = 0;
-  std::ostringstream first;
-  for (std::size_t i = 0; i < w.size(); ++i)
-    if (!agree(g[i], w[i], ulp) && bad++ < 4) {
-      first << "\n  element " << i << ": inputs";
-      ((first << " " << std::setprecision(17) << +kiln::convert<double>(in[i])), ...);
-      first << " -> device " << +kiln::convert<double>(g[i]) << ", host "
-            << +kiln::convert<double>(w[i]);
-    }
-  INFO(name << " on " << kiln::name(kiln::dtype_of<typename decltype(want)::value_type>()) << ": "
-            << bad << " of " << w.size() << " disagree" << first.str());
-  CHECK(bad == 0);
+  const auto w = want.to_vector();
+  for (const kiln::device* dev : devices()) {
+    const auto got = make(tensor_of(in).to(*dev)...).eval();
+    REQUIRE(got.device() == *dev);
+    const auto g = got.to_vector();
+    REQUIRE(g.size() == w.size());
+    std::size_t bad = 0;
+    std::ostringstream first;
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (!agree(g[i], w[i], ulp) && bad++ < 4) {
+        first << "\n  element " << i << ": inputs";
+        ((first << " " << std::setprecision(17) << +kiln::convert<double>(in[i])), ...);
+        first << " -> device " << +kiln::convert<double>(g[i]) << ", host "
+              << +kiln::convert<double>(w[i]);
+      }
+    INFO(name << " on " << dev->str() << ", "
+              << kiln::name(kiln::dtype_of<typename decltype(want)::value_type>()) << ": " << bad
+              << " of " << w.size() << " disagree" << first.str());
+    CHECK(bad == 0);
+  }
 }
 
 } // namespace catalog

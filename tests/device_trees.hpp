@@ -1,9 +1,9 @@
 // Random expression trees on a GPU device against the host evaluator (run_trees), shared by
-// the Vulkan and CUDA tests. The tree shapes
-// are drawn at compile time from a seed (C++ types are fixed at build time: 12 trees of
-// depth 3, ops among + * - maximum where sin exp abs, scalars); each run draws which
-// tensor stands at each leaf (so the same tensor recurs in random places: leaf dedup and
-// CSE), the broadcast shapes, strided views, and the scalar values. Catch prints the seed.
+// the Vulkan and CUDA tests (test_device_trees.cpp). The tree shapes are drawn at compile time from
+// a seed (C++ types are fixed at build time: 12 trees of depth 3, ops among + * - maximum where sin
+// exp abs, scalars); each run draws which tensor stands at each leaf (so the same tensor recurs in
+// random places: leaf dedup and CSE), the broadcast shapes, strided views, and the scalar values.
+// Catch prints the seed.
 #pragma once
 #include "support.hpp"
 

@@ -3,7 +3,7 @@
 // kernel with broadcasting and views, all nine reductions, 16-bit floats, 64-bit counts of
 // kernels, a 200-leaf expression split into stages, the disk cache and caching allocator.
 // Skipped with the reason where no GPU or driver is found (cuda_support.hpp); the catalog
-// and random trees are test_cuda_catalog_*.cpp and test_cuda_trees.cpp.
+// and random trees, shared with Vulkan, are test_device_catalog_*.cpp and test_device_trees.cpp.
 #include "cuda_support.hpp"
 
 #include <thread>

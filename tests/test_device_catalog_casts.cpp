@@ -1,6 +1,5 @@
-// Every cast between kiln's dtypes, exactly: the checks of the device catalog
-// (device_catalog.hpp), included by one test file per device.
-#pragma once
+// Every cast between kiln's dtypes on each GPU device, exactly, against the host
+// (device_catalog.hpp).
 #include "device_catalog.hpp"
 
 using catalog::check;
@@ -14,8 +13,9 @@ void casts_from() {
        "cast", 0, [](const auto& a) { return kiln::cast<To>(a); }, x),
    ...);
 }
-TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "cast", KILN_CATALOG_TAGS, bool, std::uint8_t, std::int32_t,
-                   std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float, double) {
+TEMPLATE_TEST_CASE("device catalog: cast", "[vulkan][cuda][catalog]", bool, std::uint8_t,
+                   std::int32_t, std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float,
+                   double) {
   casts_from<TestType, bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
              kiln::bfloat16, float, double>();
 }

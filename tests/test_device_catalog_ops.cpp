@@ -1,14 +1,13 @@
-// Arithmetic, comparisons, logical and bitwise ops, where and the predicates of the catalog,
-// exactly: the checks of the device catalog
-// (device_catalog.hpp), included by one test file per device.
-#pragma once
+// Arithmetic, comparisons, logical and bitwise ops, where and the predicates of the catalog
+// on each GPU device against the host, exactly (device_catalog.hpp).
 #include "device_catalog.hpp"
 
 using catalog::check;
 using catalog::values;
 
-TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "arithmetic", KILN_CATALOG_TAGS, std::uint8_t, std::int32_t,
-                   std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float, double) {
+TEMPLATE_TEST_CASE("device catalog: arithmetic", "[vulkan][cuda][catalog]", std::uint8_t,
+                   std::int32_t, std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float,
+                   double) {
   const auto x = values<TestType>(-1e4, 1e4), y = values<TestType>(-100, 100);
   const auto z = values<TestType>(-1e4, 1e4);
   check(
@@ -33,8 +32,8 @@ TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "arithmetic", KILN_CATALOG_TAGS, std::uint8
       "scalar operands", 0, [](const auto& a) { return a * 3 + 2 - a / 7; }, x);
 }
 
-TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "comparisons, where, predicates", KILN_CATALOG_TAGS, bool,
-                   std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
+TEMPLATE_TEST_CASE("device catalog: comparisons, where, predicates", "[vulkan][cuda][catalog]",
+                   bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
                    kiln::bfloat16, float, double) {
   const auto x = values<TestType>(-5, 5), y = values<TestType>(-5, 5);
   check(
@@ -49,8 +48,8 @@ TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "comparisons, where, predicates", KILN_CATA
       [](const auto& a) { return kiln::isnan(a) || (kiln::isinf(a) && !kiln::isfinite(a)); }, x);
 }
 
-TEMPLATE_TEST_CASE(KILN_CATALOG_NAME "logical and bitwise", KILN_CATALOG_TAGS, bool, std::uint8_t,
-                   std::int32_t, std::uint32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("device catalog: logical and bitwise", "[vulkan][cuda][catalog]", bool,
+                   std::uint8_t, std::int32_t, std::uint32_t, std::int64_t) {
   const auto x = values<TestType>(-1e6, 1e6), y = values<TestType>(-1e6, 1e6);
   check(
       "&& || ! xor", 0,

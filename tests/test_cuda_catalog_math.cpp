@@ -1,7 +1,0 @@
-// The catalog's math checks (catalog_math.hpp) on the CUDA device against the host.
-#include "cuda_support.hpp"
-
-#define KILN_CATALOG_DEVICE cuda_or_skip
-#define KILN_CATALOG_NAME "cuda catalog: "
-#define KILN_CATALOG_TAGS "[cuda][catalog]"
-#include "catalog_math.hpp"
