@@ -13,6 +13,9 @@ struct gate : op_base {
   static constexpr spelling glsl{.any = "($1 != $T(0) ? $0 : $T(0))"};
   static constexpr spelling cuda{.any = "($1 != $T(0) ? $0 : $T(0))"};
   static constexpr int arity = 2;
+  // The host evaluator reads v only where m is non-zero: a switched-off adjoint term costs
+  // its mask, not its arithmetic (eval/readers.hpp).
+  static constexpr bool short_circuit = true;
   using rule = rules::arithmetic;
   template <class T>
   static T host(T v, T m) {

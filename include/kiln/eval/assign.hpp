@@ -10,6 +10,7 @@
 //      width (lane_bytes), else scalar host() calls; strided and broadcast leaves
 //      load per their inner stride;
 //   5. large passes are split over the persistent thread pool.
+#include "kiln/eval/memo.hpp"
 #include "kiln/eval/readers.hpp"
 #include "kiln/eval/stream.hpp"
 #include "kiln/eval/thread_pool.hpp"
@@ -185,10 +186,24 @@ public:
     auto next = [&]() { return space.strides[next_operand++].data(); };
     auto writers = std::apply(
         [&](const auto&... o) { return std::make_tuple(make_writer(o.dst, next)...); }, outs_);
+    using all_subtrees = typename concat_lists<typename subtree_types<
+        std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>>::type...>::type;
     auto readers = std::apply(
-        [&](const auto&... o) { return std::tuple{make_reader(*o.expr, next)...}; }, outs_);
+        [&](const auto&... o) {
+          return std::tuple{make_memo_reader<all_subtrees>(*o.expr, next)...};
+        },
+        outs_);
     std::apply([&](auto&... w) { ((w.inner = w.st[rank - 1]), ...); }, writers);
     std::apply([&](auto&... r) { (set_inner(r, rank - 1), ...); }, readers);
+    // Shared subexpressions: equal memo readers share a slot (memo.hpp).
+    int memo_slots = 0;
+    {
+      std::vector<memo_seen> seen;
+      std::apply([&](auto&... r) { (index_memos(r, seen, memo_slots), ...); }, readers);
+      std::vector<int> users(memo_slots);
+      std::apply([&](auto&... r) { (count_memo_users(r, users, false), ...); }, readers);
+      std::apply([&](auto&... r) { (count_memo_users(r, users, true), ...); }, readers);
+    }
 
     // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
     constexpr int cost =
@@ -228,6 +243,8 @@ public:
     auto body = [&](int t) {
       auto w = writers;
       auto r = readers;
+      std::vector<memo_slot> slots(memo_slots);
+      std::apply([&](auto&... x) { (bind_memos(x, slots.data()), ...); }, r);
       constexpr std::int64_t align = 64;
       std::int64_t lo = total * t / tasks / align * align,
                    hi = total * (t + 1) / tasks / align * align;

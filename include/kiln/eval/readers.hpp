@@ -142,6 +142,13 @@ struct scalar_reader {
   batch<T> splat(std::int64_t) const noexcept { return batch<T>(value); }
 };
 
+// An op with `short_circuit` (autodiff's gate: operand 0 where operand 1 is non-zero, else
+// 0) reads operand 0 only where it is needed: a batch whose mask is all zero costs the mask.
+template <class Op>
+inline constexpr bool short_circuits = requires {
+  Op::short_circuit;
+};
+
 template <class Op, class... R>
 struct op_reader {
   using value_type = typename Op::rule::template result<typename R::value_type...>;
@@ -167,12 +174,28 @@ private:
 
   template <std::size_t... I>
   value_type at_impl(std::int64_t j, std::index_sequence<I...>) const noexcept {
+    if constexpr (short_circuits<Op>) {
+      const auto m = convert<compute_t<operand_t<1>>>(hana::at_c<1>(children).at(j));
+      if (m == decltype(m)(0)) return value_type(0);
+      return convert<value_type>(
+          Op::host(convert<compute_t<operand_t<0>>>(hana::at_c<0>(children).at(j)), m));
+    }
     return convert<value_type>(
         Op::host(convert<compute_t<operand_t<I>>>(hana::at_c<I>(children).at(j))...));
   }
   template <bool Unit, bool Splat, std::size_t... I>
   batch<value_type> simd_impl(std::int64_t j, std::bool_constant<Splat>,
                               std::index_sequence<I...>) const noexcept {
+    if constexpr (short_circuits<Op>) {
+      const auto m =
+          batch_convert<operand_t<1>>(Splat ? hana::at_c<1>(children).splat(j)
+                                            : hana::at_c<1>(children).template load<Unit>(j));
+      if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
+      return batch_convert<value_type>(Op::simd(
+          batch_convert<operand_t<0>>(Splat ? hana::at_c<0>(children).splat(j)
+                                            : hana::at_c<0>(children).template load<Unit>(j)),
+          m));
+    }
     if constexpr (Splat)
       return batch_convert<value_type>(
           Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).splat(j))...));
@@ -219,7 +242,9 @@ auto make_reader(const expr_node<Op, C...>& n, Next& next) {
 // Whether every leaf of a reader tree walks its row with stride 1.
 template <class R>
 bool all_unit(const R& r) {
-  if constexpr (requires { r.children; }) {
+  if constexpr (requires { r.wrapped; }) { // a memo reader (memo.hpp)
+    return all_unit(r.wrapped);
+  } else if constexpr (requires { r.children; }) {
     bool unit = true;
     hana::for_each(r.children, [&](const auto& c) { unit = unit && all_unit(c); });
     return unit;
@@ -233,7 +258,9 @@ bool all_unit(const R& r) {
 // Points every leaf reader of a tree at its innermost stride (set after merging).
 template <class R>
 void set_inner(R& r, int inner_dim) {
-  if constexpr (requires { r.children; })
+  if constexpr (requires { r.wrapped; })
+    set_inner(r.wrapped, inner_dim);
+  else if constexpr (requires { r.children; })
     hana::for_each(r.children, [&](auto& c) { set_inner(c, inner_dim); });
   else if constexpr (requires { r.st; })
     r.inner = r.st[inner_dim];

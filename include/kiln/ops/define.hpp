@@ -60,6 +60,19 @@ B scalar_lanes(const B& r, const typename B::batch_bool_type& redo, F f, const B
   return r;
 }
 
+// Every lane of x through the scalar function f: for an op whose only accurate version is
+// the C library's, so that it does not turn a whole pass scalar (the other ops of the pass
+// stay vectorized; the op's values are those of its host()).
+template <class F, class B>
+B each_lane(const B& x, F f) {
+  using T = typename B::value_type;
+  alignas(B::arch_type::alignment()) T v[B::size];
+  x.store_aligned(v);
+  for (auto& e : v)
+    e = f(e);
+  return B::load_aligned(v);
+}
+
 } // namespace kiln::detail
 
 #define KILN_UNARY_FUNCTION(fn, Op)                                                                \

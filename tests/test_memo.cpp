@@ -1,0 +1,141 @@
+// Shared subexpressions in the host evaluator (kiln/eval/memo.hpp): which subtrees share a
+// slot (same type, same memory through the same strides, same scalars), and that passes
+// with shared subtrees give the values of double loops written here, over rows, strided
+// views, SIMD tails and several threads. Also the short-circuit of autodiff's gate.
+#include "support.hpp"
+
+#include <kiln/autodiff/gate.hpp>
+
+#include <cstring>
+
+namespace {
+
+std::vector<double> dv(const kiln::tensor<double>& t) { return t.to_vector(); }
+
+// |got - want| within a few ulp of double for every element.
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 const char* what) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    bad += !(std::abs(got[i] - want[i]) <= 1e-13 * (1 + std::abs(want[i])));
+  INFO(what << ": " << bad << " of " << got.size() << " differ");
+  CHECK(bad == 0);
+}
+
+} // namespace
+
+TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
+  const auto x = kiln::random::uniform<double>({64}, 1, -2, 2);
+  const auto y = kiln::random::uniform<double>({64}, 2, -2, 2);
+  const auto z = kiln::random::uniform<double>({64}, 3, -2, 2);
+  auto f = [](const auto& a, const auto& b, double c) { return kiln::exp(a * b + c); };
+  const auto e1 = f(x, y, 1.0), e2 = f(x, y, 1.0), e3 = f(z, y, 1.0), e4 = f(x, y, 2.0),
+             e5 = f(x, y, -0.0), e6 = f(x, y, 0.0);
+  using E = std::remove_cvref_t<decltype(e1)>;
+  using twice = kiln::detail::subtree_types<E>::type; // E and the a * b + c below it
+  using all = kiln::detail::concat_lists<twice, twice>::type;
+  // Every leaf reads with stride 1 from its own data pointer (what the pass would give).
+  std::int64_t st[kiln::max_rank] = {1};
+  auto next = [&] { return static_cast<const std::int64_t*>(st); };
+  auto r = std::tuple{
+      kiln::detail::make_memo_reader<all>(e1, next), kiln::detail::make_memo_reader<all>(e2, next),
+      kiln::detail::make_memo_reader<all>(e3, next), kiln::detail::make_memo_reader<all>(e4, next),
+      kiln::detail::make_memo_reader<all>(e5, next), kiln::detail::make_memo_reader<all>(e6, next)};
+  std::apply([](auto&... m) { (kiln::detail::set_inner(m, 0), ...); }, r);
+  std::vector<kiln::detail::memo_seen> seen;
+  int slots = 0;
+  std::apply([&](auto&... m) { (kiln::detail::index_memos(m, seen, slots), ...); }, r);
+  const auto& [r1, r2, r3, r4, r5, r6] = r;
+  CHECK(r1.index == r2.index); // same tensors, same scalar
+  CHECK(boost::hana::at_c<0>(r1.wrapped.children).index ==
+        boost::hana::at_c<0>(r2.wrapped.children).index); // and their a * b + c below
+  CHECK(r3.index != r1.index);                            // another tensor
+  CHECK(r4.index != r1.index);                            // another scalar
+  CHECK(r5.index != r6.index);                            // -0.0 and 0.0: compared bit for bit
+  // exp(...) and a * b + c of e1/e2, e3, e4, e5, e6: five pairs of slots.
+  CHECK(slots == 10);
+  // Only a slot with several readers is kept: the others would cost a store and never hit.
+  std::vector<int> users(slots);
+  std::apply([&](auto&... m) { (kiln::detail::count_memo_users(m, users, false), ...); }, r);
+  std::apply([&](auto&... m) { (kiln::detail::count_memo_users(m, users, true), ...); }, r);
+  CHECK(r1.shared);
+  CHECK(r2.shared);
+  CHECK_FALSE(r3.shared);
+  CHECK_FALSE(r6.shared);
+}
+
+TEST_CASE("memo: several outputs sharing subtrees match double loops", "[eval][memo]") {
+  for (int rep = 0; rep < 20; ++rep) {
+    // Two dims so that rows restart the slots; an odd inner extent for the SIMD tail.
+    const std::int64_t rows = test::draw(1, 9), cols = test::draw(1, 77);
+    const auto xv = test::uniform<double>(rows * cols, -2, 2),
+               yv = test::uniform<double>(rows * cols, -2, 2);
+    const auto x = kiln::from(xv, {rows, cols}), y = kiln::from(yv, {rows, cols});
+    const auto yt = kiln::from(yv, {cols, rows}).transpose(); // same storage, other strides
+    const double c = test::uniform<double>(1, -1, 1)[0];
+    const auto shared = kiln::exp(x * y + c) * kiln::sin(x);
+    kiln::tensor<double> a({rows, cols}), b({rows, cols}), d({rows, cols});
+    kiln::eval(a = shared + kiln::log1p(shared * shared), b = shared * 2.0,
+               d = kiln::exp(x * yt + c) * kiln::sin(x));
+    std::vector<double> wa(xv.size()), wb(xv.size()), wd(xv.size());
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const std::size_t k = i * cols + j;
+        const double s = std::exp(xv[k] * yv[k] + c) * std::sin(xv[k]);
+        wa[k] = s + std::log1p(s * s);
+        wb[k] = s * 2.0;
+        wd[k] = std::exp(xv[k] * yv[j * rows + i] + c) * std::sin(xv[k]);
+      }
+    INFO("shape " << rows << " x " << cols << ", c " << c);
+    check_close(dv(a), wa, "shared + log1p(shared^2)");
+    check_close(dv(b), wb, "shared * 2");
+    check_close(dv(d), wd, "the same type through a transposed view");
+  }
+}
+
+TEST_CASE("memo: a pass split over threads keeps its slots per thread", "[eval][memo]") {
+  const int before = kiln::num_threads();
+  kiln::set_num_threads(std::max(2, before));
+  const std::int64_t n = (1 << 20) + 13;
+  const auto xv = test::uniform<double>(n, -3, 3);
+  const auto x = kiln::from(xv, {n});
+  kiln::tensor<double> a({n}), b({n});
+  const auto s = kiln::sqrt(kiln::exp(x) + 1.0);
+  kiln::eval(a = s * x, b = s - x);
+  kiln::set_num_threads(before);
+  std::vector<double> wa(n), wb(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = std::sqrt(std::exp(xv[i]) + 1.0);
+    wa[i] = v * xv[i];
+    wb[i] = v - xv[i];
+  }
+  check_close(dv(a), wa, "s * x");
+  check_close(dv(b), wb, "s - x");
+}
+
+TEST_CASE("gate reads its value only where its mask is non-zero", "[eval][memo]") {
+  // log of negative numbers is NaN: where the mask is 0 the result is 0, never NaN, both
+  // in batches whose mask is all zero (skipped) and in mixed batches (selected); f32 and
+  // a half-precision pass (the scalar loop).
+  const std::int64_t n = 203;
+  const auto xv = test::uniform<double>(n, -2, 2);
+  std::vector<double> mv(n, 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    if (i >= 64 && i < 150 && test::draw(0, 1)) mv[i] = test::uniform<double>(1, 0.5, 2)[0];
+  const auto x = kiln::from(xv, {n}), m = kiln::from(mv, {n});
+  const kiln::tensor<double> g = kiln::make_node<kiln::ops::gate>(kiln::log(x), m);
+  const kiln::tensor<kiln::half> gh = kiln::make_node<kiln::ops::gate>(
+      kiln::cast<kiln::half>(kiln::log(x)), kiln::cast<kiln::half>(m));
+  const auto gv = g.to_vector();
+  const auto hv = gh.to_vector();
+  std::size_t bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double want = mv[i] != 0 ? std::log(xv[i]) : 0.0;
+    const bool ok = test::same_value(gv[i], want) &&
+                    (mv[i] == 0 ? static_cast<float>(hv[i]) == 0.0f
+                                : std::isnan(want) == std::isnan(static_cast<float>(hv[i])));
+    bad += !ok;
+  }
+  CHECK(bad == 0);
+}
