@@ -158,8 +158,33 @@ TEST_CASE("several outputs in one pass", "[eval]") {
       REQUIRE(m.at({i, j}) == va[j * 10 + i]);
       REQUIRE(s.at({i, j}) == va[i * 10 + j]);
     }
-  auto bad = kiln::empty<float>({3});
-  CHECK_THROWS_AS(kiln::eval(r1 = a * b, bad = kiln::ones<float>({3}) * 2.0f), kiln::error);
+  // Targets of different layouts: each output is written through its own strides.
+  auto plain = kiln::empty<float>({10, 10});
+  auto backing = kiln::empty<float>({10, 10});
+  auto flipped = backing.transpose();
+  const auto ma = kiln::from(std::vector<float>(va.begin(), va.begin() + 100), kiln::shape{10, 10});
+  kiln::eval(plain = ma + 1.0f, flipped = ma * 2.0f);
+  for (int i = 0; i < 10; ++i)
+    for (int j = 0; j < 10; ++j) {
+      REQUIRE(plain.at({i, j}) == va[i * 10 + j] + 1.0f);
+      REQUIRE(backing.at({j, i}) == va[i * 10 + j] * 2.0f);
+    }
+  // Outputs of different shapes: one pass per shape.
+  auto other = kiln::empty<float>({3});
+  const auto c = kiln::from<float>({1.5f, -2.0f, 4.0f}, {3});
+  kiln::eval(r1 = a * b, other = c * 2.0f, r2 = kiln::cast<double>(b));
+  for (std::int64_t i = 0; i < n; ++i) {
+    REQUIRE(r1.data()[i] == va[i] * vb[i]);
+    REQUIRE(r2.data()[i] == double(vb[i]));
+  }
+  CHECK(other.to_vector() == std::vector<float>{3.0f, -4.0f, 8.0f});
+  // A target that cannot hold its expression's shape is still an error, before any write.
+  // (A view is not rebound to a new shape as a whole tensor handle would be.)
+  auto backing3 = kiln::full<float>({5}, 7.0f);
+  auto bad = backing3.narrow(0, 1, 3);
+  CHECK_THROWS_AS(kiln::eval(r1 = a * b * 0.0f, bad = kiln::ones<float>({4}) * 2.0f), kiln::error);
+  CHECK(r1.data()[0] == va[0] * vb[0]);
+  CHECK(backing3.to_vector() == std::vector<float>(5, 7.0f));
 }
 
 TEST_CASE("assignment aliasing: in place, transposed, shifted", "[eval]") {

@@ -218,6 +218,43 @@ TEST_CASE("value and gradients in one kiln::eval", "[grad]") {
   check_close(gy.to_vector(), wy, 1e-14, "vjp y");
 }
 
+TEST_CASE("a rank-0 loss and its gradients in one kiln::eval", "[grad]") {
+  const auto x = random_tensor({7, 9}), y = random_tensor({9});
+  const auto f = kiln::sum(kiln::sin(x) * y + kiln::exp(x * 0.5));
+  auto [dx, dy] = kiln::grad(f, x, y);
+  tensor<double> loss(kiln::shape{}), gx({7, 9}), gy({9});
+  kiln::eval(loss = f, gx = dx, gy = dy); // the gradients in one pass, the loss its sum
+  const auto xs = x.to_vector(), ys = y.to_vector();
+  double want = 0;
+  std::vector<double> wx(63), wy(9, 0.0);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 9; ++j) {
+      const double v = xs[i * 9 + j];
+      want += std::sin(v) * ys[j] + std::exp(v * 0.5);
+      wx[i * 9 + j] = std::cos(v) * ys[j] + 0.5 * std::exp(v * 0.5);
+      wy[j] += std::sin(v);
+    }
+  check_close({loss.item()}, {want}, 1e-13, "loss");
+  check_close(gx.to_vector(), wx, 1e-13, "d loss / dx");
+  check_close(gy.to_vector(), wy, 1e-13, "d loss / dy");
+  // Outputs of several shapes whose targets are also inputs of the others: every value is
+  // computed from the inputs as they were (through temporaries), then written.
+  tensor<double> xw = x.clone(), yw = y.clone();
+  kiln::eval(xw = xw * yw, yw = kiln::sum(xw, 0) + yw, loss = kiln::sum(yw));
+  const auto xw_v = xw.to_vector(), yw_v = yw.to_vector();
+  double ysum = 0;
+  for (int j = 0; j < 9; ++j) {
+    double col = 0;
+    for (int i = 0; i < 7; ++i) {
+      CHECK(xw_v[i * 9 + j] == xs[i * 9 + j] * ys[j]);
+      col += xs[i * 9 + j];
+    }
+    CHECK(std::abs(yw_v[j] - (col + ys[j])) <= 1e-13);
+    ysum += ys[j];
+  }
+  CHECK(std::abs(loss.item() - ysum) <= 1e-13);
+}
+
 TEST_CASE("autodiff misuse is a clear error", "[grad]") {
   const auto x = random_tensor({3});
   CHECK_THROWS_WITH(kiln::grad(x * 2.0, x), Catch::Contains("not a scalar"));

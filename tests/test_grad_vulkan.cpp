@@ -45,6 +45,33 @@ TEST_CASE("vulkan: value and gradients of an elementwise expression in one kerne
   check_near(host_values(gy), host_values(hy), 1e-5f);
 }
 
+TEST_CASE("vulkan: a rank-0 loss and its gradients in one kiln::eval", "[grad]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto xh = kiln::random::uniform<float>({500}, test::draw(1, 1000), -2, 2);
+  const auto yh = kiln::random::uniform<float>({500}, test::draw(1, 1000), -2, 2);
+  const auto x = xh.to(*dev), y = yh.to(*dev);
+  auto f = [](const auto& a, const auto& b) { return kiln::sum(kiln::sin(a) * b + a * a); };
+  auto [dx, dy] = kiln::grad(f(x, y), x, y);
+  kiln::tensor<float> loss(kiln::shape{}, *dev), gx({500}, *dev), gy({500}, *dev);
+  kiln::eval(loss = f(x, y), gx = dx, gy = dy);
+  auto [hx, hy] = kiln::grad(f(xh, yh), xh, yh);
+  const float want = kiln::tensor<float>(f(xh, yh)).item();
+  CHECK(loss.device() == *dev);
+  CHECK(std::abs(loss.item() - want) <= 1e-4f * (1 + std::abs(want)));
+  check_near(host_values(gx), host_values(hx), 1e-5f);
+  check_near(host_values(gy), host_values(hy), 1e-5f);
+  // Two computed outputs of different shapes cannot share a kernel: a clear error, before
+  // anything is written.
+  kiln::tensor<float> small({5}, *dev);
+  small = 3.0f;
+  const auto kept = host_values(gx);
+  CHECK_THROWS_WITH(kiln::eval(gx = x * 2.0f, small = x.narrow(0, 0, 5) * 2.0f),
+                    Catch::Contains("one shape") && Catch::Contains("[500], [5]"));
+  CHECK(host_values(gx) == kept);
+  CHECK(host_values(small) == std::vector<float>(5, 3.0f));
+}
+
 TEST_CASE("vulkan: grad through broadcasting, views, reductions and second order", "[grad]") {
   const kiln::device* dev = vulkan_or_skip();
   if (!dev) return;

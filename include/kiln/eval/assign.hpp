@@ -15,7 +15,9 @@
 #include "kiln/eval/stream.hpp"
 #include "kiln/eval/thread_pool.hpp"
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -123,6 +125,8 @@ struct iteration_space {
   kiln::shape extents;
   std::vector<std::array<std::int64_t, max_rank>> strides;
 
+  // An operand of an output this run leaves alone: strides 0, which merge with anything.
+  void add_idle() { strides.push_back({}); }
   // Strides of l broadcast to `target` (which l must broadcast to).
   void add(const layout& l, const kiln::shape& target) {
     const layout b = views::broadcast_to(l, target, "assign");
@@ -164,19 +168,35 @@ struct iteration_space {
 template <class... Outs>
 class pass {
 public:
+  static constexpr std::size_t n_outs = sizeof...(Outs);
+  using mask = std::array<bool, n_outs>;
+
   explicit pass(Outs... outs) : outs_(std::move(outs)...) {}
 
   void run() {
-    const kiln::shape& shape = std::get<0>(outs_).dst.shape();
+    mask all;
+    all.fill(true);
+    run(all);
+  }
+  // Fills the outputs marked in `active` (which share a shape) and leaves the others: one
+  // instantiation serves every group of outputs of one shape (run_outputs).
+  void run(const mask& active) {
+    const kiln::shape shape = active_shape(active);
     const std::int64_t total = numel(shape);
     if (total == 0) return;
     iteration_space space;
-    std::apply([&](const auto&... o) { (space.add(o.dst.layout(), shape), ...); }, outs_);
-    std::apply(
-        [&](const auto&... o) {
-          (for_each_leaf(*o.expr, [&](const auto& t) { space.add(t.layout(), shape); }), ...);
-        },
-        outs_);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((active[I] ? space.add(std::get<I>(outs_).dst.layout(), shape) : space.add_idle()), ...);
+      (for_each_leaf(*std::get<I>(outs_).expr,
+                     [&](const auto& t) {
+                       if (active[I])
+                         space.add(t.layout(), shape);
+                       else
+                         space.add_idle();
+                     }),
+       ...);
+    }
+    (std::index_sequence_for<Outs...>{});
     space.merge(shape);
     const int rank = space.extents.size();
     const std::int64_t inner = space.extents[rank - 1];
@@ -184,8 +204,10 @@ public:
     // Writers and reader trees, built once and copied into each task.
     std::size_t next_operand = 0;
     auto next = [&]() { return space.strides[next_operand++].data(); };
+    // Braced lists: left to right (make_tuple's arguments have no order, and each writer
+    // and reader takes the next operand's strides).
     auto writers = std::apply(
-        [&](const auto&... o) { return std::make_tuple(make_writer(o.dst, next)...); }, outs_);
+        [&](const auto&... o) { return std::tuple{make_writer(o.dst, next)...}; }, outs_);
     using all_subtrees = typename concat_lists<typename subtree_types<
         std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>>::type...>::type;
     auto readers = std::apply(
@@ -219,8 +241,11 @@ public:
     // The common case, every operand contiguous along the inner dim, gets a loop with no
     // per-batch stride test.
     bool unit = true;
-    std::apply([&](const auto&... w) { unit = unit && ((w.inner == 1) && ...); }, writers);
-    std::apply([&](const auto&... x) { unit = unit && (all_unit(x) && ...); }, readers);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      unit = ((!active[I] || (std::get<I>(writers).inner == 1 && all_unit(std::get<I>(readers)))) &&
+              ...);
+    }
+    (std::index_sequence_for<Outs...>{});
     // A pass too large for the last-level cache writes with streaming stores (stream.hpp).
     bool stream = false;
     if constexpr (all_lanes() != 0 &&
@@ -228,15 +253,18 @@ public:
                       0) {
       if (unit) {
         std::int64_t bytes = 0;
-        std::apply(
-            [&](const auto&... o) {
-              ((bytes += o.dst.size() * std::int64_t(sizeof(*o.dst.data()))), ...);
-              (for_each_leaf(
-                   *o.expr,
-                   [&](const auto& t) { bytes += t.size() * std::int64_t(sizeof(*t.data())); }),
-               ...);
-            },
-            outs_);
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          (
+              [&](const auto& o) {
+                if (!active[I]) return;
+                bytes += o.dst.size() * std::int64_t(sizeof(*o.dst.data()));
+                for_each_leaf(*o.expr, [&](const auto& t) {
+                  bytes += t.size() * std::int64_t(sizeof(*t.data()));
+                });
+              }(std::get<I>(outs_)),
+              ...);
+        }
+        (std::index_sequence_for<Outs...>{});
         stream = bytes >= stream_threshold();
       }
     }
@@ -250,12 +278,12 @@ public:
                    hi = total * (t + 1) / tasks / align * align;
       if (t == tasks - 1) hi = total;
       if (stream) {
-        run_range<true, true>(w, r, space.extents, lo, hi, inner);
+        run_range<true, true>(w, r, active, space.extents, lo, hi, inner);
         stream_fence();
       } else if (unit) {
-        run_range<true, false>(w, r, space.extents, lo, hi, inner);
+        run_range<true, false>(w, r, active, space.extents, lo, hi, inner);
       } else {
-        run_range<false, false>(w, r, space.extents, lo, hi, inner);
+        run_range<false, false>(w, r, active, space.extents, lo, hi, inner);
       }
     };
     if (tasks <= 1)
@@ -279,9 +307,20 @@ private:
     return bytes[0];
   }
 
+  // The shape of the first output the run fills.
+  kiln::shape active_shape(const mask& active) const {
+    kiln::shape s;
+    bool found = false;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((!found && active[I] ? (s = std::get<I>(outs_).dst.shape(), found = true) : false), ...);
+    }
+    (std::index_sequence_for<Outs...>{});
+    return s;
+  }
+
   template <bool Unit, bool Stream, class W, class R>
-  static void run_range(W& w, R& r, const kiln::shape& ext, std::int64_t lo, std::int64_t hi,
-                        std::int64_t inner) {
+  static void run_range(W& w, R& r, const mask& active, const kiln::shape& ext, std::int64_t lo,
+                        std::int64_t hi, std::int64_t inner) {
     const int outer = ext.size() - 1;
     std::int64_t idx[max_rank] = {};
     std::int64_t row = lo / inner, j = lo % inner;
@@ -293,7 +332,7 @@ private:
       std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, w);
       std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, r);
       const std::int64_t jend = std::min(inner, j + (hi - e));
-      segment<Unit, Stream>(w, r, j, jend, std::index_sequence_for<Outs...>{});
+      segment<Unit, Stream>(w, r, active, j, jend, std::index_sequence_for<Outs...>{});
       e += jend - j;
       j = 0;
       for (int d = outer - 1; d >= 0; --d) {
@@ -303,8 +342,18 @@ private:
     }
   }
 
+  // Whether output I is filled: always in a one-output pass (no test in its loop).
+  template <std::size_t I>
+  static bool on(const mask& active) {
+    if constexpr (n_outs == 1)
+      return true;
+    else
+      return active[I];
+  }
+
   template <bool Unit, bool Stream, class W, class R, std::size_t... I>
-  static void segment(W& w, R& r, std::int64_t j, std::int64_t jend, std::index_sequence<I...>) {
+  static void segment(W& w, R& r, const mask& active, std::int64_t j, std::int64_t jend,
+                      std::index_sequence<I...>) {
     constexpr std::size_t lb = all_lanes();
     if constexpr (lb != 0 && (simd_dst<I>() && ...)) {
       constexpr std::int64_t n =
@@ -312,19 +361,26 @@ private:
       for (; j + n <= jend; j += n) {
         // All values of a position are computed before any is stored, so an output
         // that is also an input (same layout) is read before it is overwritten.
-        const auto vals = std::make_tuple(std::get<I>(r).template load<Unit>(j)...);
-        (std::get<I>(w).template store_batch<Unit, Stream>(j, std::get<I>(vals)), ...);
+        const auto vals =
+            std::make_tuple((on<I>(active) ? std::get<I>(r).template load<Unit>(j)
+                                           : decltype(std::get<I>(r).template load<Unit>(j))())...);
+        ((on<I>(active) ? std::get<I>(w).template store_batch<Unit, Stream>(j, std::get<I>(vals))
+                        : void()),
+         ...);
       }
       // The tail goes through the same SIMD arithmetic, one element per batch, so an
       // element's value does not depend on where a thread's range happened to end.
       for (; j < jend; ++j) {
-        const auto vals = std::make_tuple(first_lane(std::get<I>(r).splat(j))...);
-        (std::get<I>(w).store(j, std::get<I>(vals)), ...);
+        const auto vals =
+            std::make_tuple((on<I>(active) ? first_lane(std::get<I>(r).splat(j))
+                                           : decltype(first_lane(std::get<I>(r).splat(j)))())...);
+        ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
       }
     }
     for (; j < jend; ++j) {
-      const auto vals = std::make_tuple(std::get<I>(r).at(j)...);
-      (std::get<I>(w).store(j, std::get<I>(vals)), ...);
+      const auto vals = std::make_tuple(
+          (on<I>(active) ? std::get<I>(r).at(j) : decltype(std::get<I>(r).at(j))())...);
+      ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
     }
   }
 
@@ -416,6 +472,111 @@ bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
           ...);
 }
 
+// Whether dst shares any byte with e's leaves (through any layout).
+template <element D, class E>
+bool reads_memory_of(const tensor<D>& dst, const E& e) {
+  bool hit = false;
+  const auto target = byte_range(dst, dst.layout());
+  for_each_leaf(e, [&](const auto& t) {
+    if (!hit && !t.empty() && t.size() > 0) hit = intersect(target, byte_range(t, t.layout()));
+  });
+  return hit;
+}
+
+// Outputs of several shapes run as one pass per shape (the same instantiated pass, with
+// the others left idle). A later group would read what an earlier one wrote if a target
+// shared memory with another output's inputs or target: then everything goes through
+// temporaries, so every value is computed from the inputs as they were before kiln::eval.
+template <class Tup, std::size_t... I>
+bool groups_interfere(const Tup& outs, std::index_sequence<I...>) {
+  bool hit = false;
+  auto one = [&](const auto& o) {
+    auto other = [&](const auto& p) {
+      if (static_cast<const void*>(&o) == static_cast<const void*>(&p)) return false;
+      return reads_memory_of(o.dst, *p.expr) ||
+             intersect(byte_range(o.dst, o.dst.layout()), byte_range(p.dst, p.dst.layout()));
+    };
+    hit = hit || overlaps_differently(o.dst, *o.expr) || (other(std::get<I>(outs)) || ...);
+  };
+  (one(std::get<I>(outs)), ...);
+  return hit;
+}
+
+template <class P, std::size_t N>
+void run_by_shape(P& p, const std::array<kiln::shape, N>& shapes) {
+  std::array<bool, N> done{};
+  for (std::size_t first = 0; first < N; ++first) {
+    if (done[first]) continue;
+    std::array<bool, N> group{};
+    for (std::size_t i = first; i < N; ++i)
+      if (!done[i] && shapes[i] == shapes[first]) group[i] = done[i] = true;
+    p.run(group);
+  }
+}
+
+template <class Tup, std::size_t... I>
+void run_outputs(const Tup& outs, std::index_sequence<I...> seq);
+
+// On a GPU device, outputs of several shapes: those that are a copy of a tensor (a
+// reduction's result after materialize, as a rank-0 loss beside its gradients) are set
+// apart, and the others run as one kernel (they must share a shape). The copies' values
+// are taken before and written after it.
+template <class Tup, std::size_t... I>
+void device_split(const Tup& outs, std::index_sequence<I...>) {
+  static constexpr bool copy[] = {is_tensor_v<typename std::tuple_element_t<I, Tup>::expr_type>...};
+  static constexpr std::size_t n_fused = (std::size_t{!copy[I]} + ...);
+  std::string shapes;
+  ((shapes += (I ? ", " : "") + std::get<I>(outs).dst.shape().str()), ...);
+  const std::string where = std::get<0>(outs).dst.device().str();
+  if constexpr (n_fused == sizeof...(I)) {
+    throw error("eval",
+                "on a GPU device, the outputs of one kiln::eval must have one shape (a "
+                "reduction's result excepted)",
+                "shapes " + shapes + " on " + where);
+  } else {
+    static constexpr auto fused = [] {
+      std::array<std::size_t, n_fused> a{};
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < sizeof...(I); ++i)
+        if (!copy[i]) a[k++] = i;
+      return a;
+    }();
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      if constexpr (sizeof...(K) > 0)
+        if (!((std::get<fused[K]>(outs).dst.shape() == std::get<fused[0]>(outs).dst.shape()) &&
+              ...))
+          throw error("eval",
+                      "on a GPU device, the outputs of one kiln::eval must have one shape (a "
+                      "reduction's result excepted)",
+                      "shapes " + shapes + " on " + where);
+    }
+    (std::make_index_sequence<n_fused>{});
+    const auto values = std::make_tuple([&] {
+      if constexpr (copy[I])
+        return std::get<I>(outs).expr->clone();
+      else
+        return 0;
+    }()...);
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      if constexpr (sizeof...(K) > 0)
+        run_outputs(std::make_tuple(std::get<fused[K]>(outs)...), std::index_sequence<K...>{});
+    }
+    (std::make_index_sequence<n_fused>{});
+    (
+        [&] {
+          if constexpr (copy[I]) {
+            using O = std::tuple_element_t<I, Tup>;
+            const auto& v = std::get<I>(values);
+            run_outputs(
+                std::make_tuple(pass_output<typename O::dst_type, std::remove_cvref_t<decltype(v)>>{
+                    std::get<I>(outs).dst, &v}),
+                std::index_sequence<0>{});
+          }
+        }(),
+        ...);
+  }
+}
+
 template <class Tup, std::size_t... I>
 void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
   const kiln::shape s = std::get<0>(outs).dst.shape();
@@ -426,26 +587,32 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
                   where.str() + " and " + o.dst.device().str());
     check_devices(*o.expr, where, "eval");
     check_target(o.dst, *o.expr, "eval");
-    if (o.dst.shape() != s)
-      throw error("eval", "outputs of one pass must have one shape",
-                  "shapes " + s.str() + " and " + o.dst.shape().str());
   };
   (check(std::get<I>(outs)), ...);
+  const bool one_shape = ((std::get<I>(outs).dst.shape() == s) && ...);
   if (!where.is_host()) {
+    if constexpr (sizeof...(I) > 1)
+      if (!one_shape) {
+        device_split(outs, seq);
+        return;
+      }
     device_run_outputs(outs, seq);
     return;
   }
-  if (!(overlaps_any(std::get<I>(outs), outs, seq) || ...)) {
-    pass(std::get<I>(outs)...).run();
+  const std::array<kiln::shape, sizeof...(I)> shapes{std::get<I>(outs).dst.shape()...};
+  if (one_shape ? !(overlaps_any(std::get<I>(outs), outs, seq) || ...)
+                : !groups_interfere(outs, seq)) {
+    pass p(std::get<I>(outs)...);
+    run_by_shape(p, shapes);
     return;
   }
   using tmp_tuple =
       std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
-  tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(s)...};
-  pass(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
-                   typename std::tuple_element_t<I, Tup>::expr_type>{std::get<I>(tmps),
-                                                                     std::get<I>(outs).expr}...)
-      .run();
+  tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(std::get<I>(outs).dst.shape())...};
+  pass p(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
+                     typename std::tuple_element_t<I, Tup>::expr_type>{std::get<I>(tmps),
+                                                                       std::get<I>(outs).expr}...);
+  run_by_shape(p, shapes);
   (pass(pass_output<typename std::tuple_element_t<I, Tup>::dst_type,
                     std::tuple_element_t<I, tmp_tuple>>{std::get<I>(outs).dst, &std::get<I>(tmps)})
        .run(),
