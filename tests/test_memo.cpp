@@ -33,8 +33,7 @@ TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
   const auto e1 = f(x, y, 1.0), e2 = f(x, y, 1.0), e3 = f(z, y, 1.0), e4 = f(x, y, 2.0),
              e5 = f(x, y, -0.0), e6 = f(x, y, 0.0);
   using E = std::remove_cvref_t<decltype(e1)>;
-  using twice = kiln::detail::subtree_types<E>::type; // E and the a * b + c below it
-  using all = kiln::detail::concat_lists<twice, twice>::type;
+  using all = kiln::detail::type_list<E, E>; // E and the a * b + c below it occur twice
   // Every leaf reads with stride 1 from its own data pointer (what the pass would give).
   std::int64_t st[kiln::max_rank] = {1};
   auto next = [&] { return static_cast<const std::int64_t*>(st); };
@@ -132,9 +131,12 @@ TEST_CASE("gate reads its value only where its mask is non-zero", "[eval][memo]"
   std::size_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const double want = mv[i] != 0 ? std::log(xv[i]) : 0.0;
-    const bool ok = test::same_value(gv[i], want) &&
-                    (mv[i] == 0 ? static_cast<float>(hv[i]) == 0.0f
-                                : std::isnan(want) == std::isnan(static_cast<float>(hv[i])));
+    // (log on the batch path may differ from std::log in the last bit)
+    const bool same = test::same_value(gv[i], want) ||
+                      (!std::isnan(want) && std::abs(gv[i] - want) <= 4e-16 * std::abs(want));
+    const bool ok =
+        same && (mv[i] == 0 ? static_cast<float>(hv[i]) == 0.0f
+                            : std::isnan(want) == std::isnan(static_cast<float>(hv[i])));
     bad += !ok;
   }
   CHECK(bad == 0);

@@ -208,12 +208,9 @@ public:
     // and reader takes the next operand's strides).
     auto writers = std::apply(
         [&](const auto&... o) { return std::tuple{make_writer(o.dst, next)...}; }, outs_);
-    using all_subtrees = typename concat_lists<typename subtree_types<
-        std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>>::type...>::type;
+    using roots = type_list<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>...>;
     auto readers = std::apply(
-        [&](const auto&... o) {
-          return std::tuple{make_memo_reader<all_subtrees>(*o.expr, next)...};
-        },
+        [&](const auto&... o) { return std::tuple{make_memo_reader<roots>(*o.expr, next)...}; },
         outs_);
     std::apply([&](auto&... w) { ((w.inner = w.st[rank - 1]), ...); }, writers);
     std::apply([&](auto&... r) { (set_inner(r, rank - 1), ...); }, readers);
@@ -376,11 +373,12 @@ private:
                                            : decltype(first_lane(std::get<I>(r).splat(j)))())...);
         ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
       }
-    }
-    for (; j < jend; ++j) {
-      const auto vals = std::make_tuple(
-          (on<I>(active) ? std::get<I>(r).at(j) : decltype(std::get<I>(r).at(j))())...);
-      ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
+    } else { // where batches run they do the tail too: no third copy of a large tree to compile
+      for (; j < jend; ++j) {
+        const auto vals = std::make_tuple(
+            (on<I>(active) ? std::get<I>(r).at(j) : decltype(std::get<I>(r).at(j))())...);
+        ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
+      }
     }
   }
 

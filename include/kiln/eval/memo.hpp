@@ -52,6 +52,19 @@ inline constexpr int occurrences = 0;
 template <class T, class... U>
 inline constexpr int occurrences<T, type_list<U...>> = (0 + ... + int(std::is_same_v<T, U>));
 
+// Every subtree of the outputs' trees (Roots: their expression types), computed once per
+// pass type. The per-node functions below are templated on Roots, never on this list: a
+// list of every subtree type in every symbol's name made large gradient trees take
+// minutes to compile.
+template <class Roots>
+struct all_subtrees;
+template <class... E>
+struct all_subtrees<type_list<E...>> {
+  using type = typename concat_lists<typename subtree_types<E>::type...>::type;
+};
+template <class N, class Roots>
+inline constexpr bool repeated = occurrences<N, typename all_subtrees<Roots>::type> >= 2;
+
 // Worth a slot: a subtree that computes a math function, or several ops. (A slot costs a
 // compare, and a store on a miss: more than one add or multiply.)
 template <class E>
@@ -118,24 +131,26 @@ private:
 };
 
 // Builds the reader tree like make_reader, wrapping each subtree whose type occurs at least
-// twice in the list All (every output's subtrees) and is worth it.
-template <class All, element T, class Next>
+// twice in the outputs' trees (Roots: type_list of their expression types) and is worth it.
+template <class Roots, element T, class Next>
 leaf_reader<T> make_memo_reader(const tensor<T>& t, Next& next) {
   return make_reader(t, next);
 }
-template <class All, element T, class Next>
+template <class Roots, element T, class Next>
 scalar_reader<T> make_memo_reader(const scalar_expr<T>& s, Next& next) {
   return make_reader(s, next);
 }
-template <class All, class Op, class... C, class Next>
+template <class Roots, class Op, class... C, class Next>
 auto make_memo_reader(const expr_node<Op, C...>& n, Next& next) {
   auto r = hana::unpack(n.children, [&](const auto&... c) {
-    return op_reader<Op, decltype(make_memo_reader<All>(c, next))...>{
-        hana::tuple<decltype(make_memo_reader<All>(c, next))...>{
-            make_memo_reader<All>(c, next)...}};
+    return op_reader<Op, decltype(make_memo_reader<Roots>(c, next))...>{
+        hana::tuple<decltype(make_memo_reader<Roots>(c, next))...>{
+            make_memo_reader<Roots>(c, next)...}};
   });
   using N = expr_node<Op, C...>;
-  if constexpr (occurrences<N, All> >= 2 && worth_memo<N>)
+  if constexpr (!worth_memo<N>) // (tested first: a cheap node is not counted at all)
+    return r;
+  else if constexpr (repeated<N, Roots>)
     return memo_reader<decltype(r)>{std::move(r)};
   else
     return r;
