@@ -12,15 +12,8 @@ cmake --build build-bench --target bench_elementwise black_scholes >/dev/null
 
 # Other work on this machine disturbs the timings: with KILN_BENCH_WAIT_IDLE=<seconds>,
 # wait up to that long for both cores to be idle (under 10% busy over 5 s) before running.
-busy_pct() { # percent of all CPU time that was busy during the next $1 seconds
-  local a b
-  read -r -a a </proc/stat
-  sleep "$1"
-  read -r -a b </proc/stat
-  local tot=0 idle=$((b[4] + b[5] - a[4] - a[5]))
-  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
-  echo $((100 * (tot - idle) / (tot > 0 ? tot : 1)))
-}
+# shellcheck source=bench/busy.sh
+source bench/busy.sh
 if [[ -n ${KILN_BENCH_WAIT_IDLE:-} ]]; then
   deadline=$((SECONDS + KILN_BENCH_WAIT_IDLE))
   while (($(busy_pct 5) >= 10 && SECONDS < deadline)); do :; done

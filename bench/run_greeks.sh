@@ -32,15 +32,8 @@ cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH
   -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-bench --target bench_greeks >/dev/null
 
-busy_pct() { # percent of all CPU time that was busy during the next $1 seconds
-  local a b
-  read -r -a a </proc/stat
-  sleep "$1"
-  read -r -a b </proc/stat
-  local tot=0 idle=$((b[4] + b[5] - a[4] - a[5]))
-  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
-  echo $((100 * (tot - idle) / (tot > 0 ? tot : 1)))
-}
+# shellcheck source=bench/busy.sh
+source bench/busy.sh
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
