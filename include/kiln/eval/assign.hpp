@@ -525,12 +525,14 @@ void device_split(const Tup& outs, std::index_sequence<I...>) {
   static constexpr std::size_t n_fused = (std::size_t{!copy[I]} + ...);
   std::string shapes;
   ((shapes += (I ? ", " : "") + std::get<I>(outs).dst.shape().str()), ...);
-  const std::string where = std::get<0>(outs).dst.device().str();
+  const auto mixed = [&] {
+    return error("eval",
+                 "on a GPU device, the outputs of one kiln::eval must have one shape (a "
+                 "reduction's result excepted)",
+                 "shapes " + shapes + " on " + std::get<0>(outs).dst.device().str());
+  };
   if constexpr (n_fused == sizeof...(I)) {
-    throw error("eval",
-                "on a GPU device, the outputs of one kiln::eval must have one shape (a "
-                "reduction's result excepted)",
-                "shapes " + shapes + " on " + where);
+    throw mixed();
   } else {
     static constexpr auto fused = [] {
       std::array<std::size_t, n_fused> a{};
@@ -543,10 +545,7 @@ void device_split(const Tup& outs, std::index_sequence<I...>) {
       if constexpr (sizeof...(K) > 0)
         if (!((std::get<fused[K]>(outs).dst.shape() == std::get<fused[0]>(outs).dst.shape()) &&
               ...))
-          throw error("eval",
-                      "on a GPU device, the outputs of one kiln::eval must have one shape (a "
-                      "reduction's result excepted)",
-                      "shapes " + shapes + " on " + where);
+          throw mixed();
     }
     (std::make_index_sequence<n_fused>{});
     const auto values = std::make_tuple([&] {
