@@ -333,19 +333,22 @@ template <class T>
 void exp_edges() {
   constexpr bool f32 = sizeof(T) == 4;
   const std::size_t n = 100003;
-  for_each_unary<T>(
-      [&](std::string_view name, auto k, auto r, std::uint64_t bound, double, double) {
-        if (name == "exp")
-          unary_on<T>("exp", k, r, test::uniform<T>(n, f32 ? -103.9 : -745.1, f32 ? 88.72 : 709.78),
-                      bound);
-        else if (name == "exp2")
-          unary_on<T>("exp2", k, r, test::uniform<T>(n, f32 ? -149 : -1074, f32 ? 127.99 : 1023.99),
-                      bound);
-        else if (name == "expm1")
-          unary_on<T>("expm1", k, r, test::uniform<T>(n, -40, f32 ? 88.72 : 709.78), bound);
-        else if (name == "sigmoid")
-          unary_on<T>("sigmoid", k, r, test::uniform<T>(n, f32 ? -103.9 : -745.1, 40), bound);
-      });
+  for_each_unary<T>([&](std::string_view name, auto k, auto r, std::uint64_t bound, double,
+                        double) {
+    if (name == "exp") {
+      unary_on<T>("exp", k, r, test::uniform<T>(n, f32 ? -103.9 : -745.1, f32 ? 88.72 : 709.78),
+                  bound);
+      // Past both edges (+0 below, inf above), and the values around the edges.
+      unary_on<T>("exp", k, r, test::uniform<T>(n, f32 ? -110 : -760, f32 ? -103 : -740), bound);
+      unary_on<T>("exp", k, r, test::uniform<T>(n, f32 ? 88 : 709, f32 ? 95 : 720), bound);
+    } else if (name == "exp2")
+      unary_on<T>("exp2", k, r, test::uniform<T>(n, f32 ? -149 : -1074, f32 ? 127.99 : 1023.99),
+                  bound);
+    else if (name == "expm1")
+      unary_on<T>("expm1", k, r, test::uniform<T>(n, -40, f32 ? 88.72 : 709.78), bound);
+    else if (name == "sigmoid")
+      unary_on<T>("sigmoid", k, r, test::uniform<T>(n, f32 ? -103.9 : -745.1, 40), bound);
+  });
 }
 
 // Subnormal inputs: the results below are normal or subnormal, never garbage.

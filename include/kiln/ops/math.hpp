@@ -4,6 +4,7 @@
 // library for 16-bit floats and leftovers. round() rounds half away from zero, as
 // std::round does; rsqrt is 1/sqrt computed exactly, not the hardware estimate.
 #include "kiln/ops/define.hpp"
+#include "kiln/ops/erf_f64.hpp"
 #include "kiln/ops/rules.hpp"
 
 #include <cmath>
@@ -24,10 +25,20 @@ constexpr lanes_t<B> exp_safe = std::is_same_v<lanes_t<B>, float> ? 87.0f : 708.
 template <class B>
 constexpr lanes_t<B> exp2_safe = std::is_same_v<lanes_t<B>, float> ? 126.0f : 1022.0;
 
+// Below these exp rounds to +0 (the result is under half the least subnormal) and above
+// them it overflows to inf, as xsimd's gives: only the bands between them and the safe
+// domain need the C library (a Gaussian's exp(-x^2) of a wide x is far below, and common).
+template <class B>
+constexpr lanes_t<B> exp_zero = std::is_same_v<lanes_t<B>, float> ? -103.98f : -745.14;
+template <class B>
+constexpr lanes_t<B> exp_inf = std::is_same_v<lanes_t<B>, float> ? 88.73f : 709.79;
+
 template <class B>
 B simd_exp(const B& x) {
+  const B r = xsimd::select(x <= B(exp_zero<B>), B(0), xsimd::exp(x));
   return kiln::detail::scalar_lanes(
-      xsimd::exp(x), xsimd::abs(x) > B(exp_safe<B>), [](lanes_t<B> v) { return std::exp(v); }, x);
+      r, (x < B(-exp_safe<B>) && x > B(exp_zero<B>)) || (x > B(exp_safe<B>) && x < B(exp_inf<B>)),
+      [](lanes_t<B> v) { return std::exp(v); }, x);
 }
 template <class B>
 B simd_exp2(const B& x) {
@@ -179,9 +190,10 @@ KILN_FLOAT_UNARY(sigmoid, edges::host_sigmoid(x), edges::simd_sigmoid(x),
 #undef KILN_FLOAT_UNARY
 
 // erf and erfc: xsimd 8's f64 versions are off by up to ~70 ulp (erf) and ~35000 ulp
-// (erfc, near x = 2.3), and its f32 erfc by 13 ulp, so those run on the C library, lane by
-// lane inside a batch (the rest of the pass stays vectorized); the f32 erf is within 8 ulp
-// and stays xsimd's (measured in tests/test_ops.cpp).
+// (erfc, near x = 2.3), so f64 runs kiln's own batch version (erf_f64.hpp, within 3 ulp);
+// xsimd's f32 erfc is off by 13 ulp and runs on the C library, lane by lane inside a batch
+// (the rest of the pass stays vectorized); the f32 erf is within 8 ulp and stays xsimd's
+// (measured in tests/test_ops_f32/f64.cpp).
 struct erf : op_base {
   static constexpr const char* name = "erf";
   static constexpr spelling glsl{.any = "kiln_erf($0)"};
@@ -199,7 +211,7 @@ struct erf : op_base {
     if constexpr (std::is_same_v<typename B::value_type, float>)
       return xsimd::erf(x);
     else
-      return detail::each_lane(x, [](double v) { return std::erf(v); });
+      return erf_f64::erf(x);
   }
   // d erf(x) = 2/sqrt(pi) exp(-x^2) dx
   struct derivative {
@@ -223,7 +235,10 @@ struct erfc : op_base {
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
   static B simd(const B& x) {
-    return detail::each_lane(x, [](auto v) { return std::erfc(v); });
+    if constexpr (std::is_same_v<typename B::value_type, float>)
+      return detail::each_lane(x, [](float v) { return std::erfc(v); });
+    else
+      return erf_f64::erfc(x);
   }
   struct derivative {
     template <class D, class G, class X>
