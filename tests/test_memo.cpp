@@ -29,11 +29,18 @@ TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
   const auto x = kiln::random::uniform<double>({64}, 1, -2, 2);
   const auto y = kiln::random::uniform<double>({64}, 2, -2, 2);
   const auto z = kiln::random::uniform<double>({64}, 3, -2, 2);
-  auto f = [](const auto& a, const auto& b, double c) { return kiln::exp(a * b + c); };
+  auto f = [](const auto& a, const auto& b, double c) { return kiln::exp(kiln::sin(a * b) + c); };
   const auto e1 = f(x, y, 1.0), e2 = f(x, y, 1.0), e3 = f(z, y, 1.0), e4 = f(x, y, 2.0),
              e5 = f(x, y, -0.0), e6 = f(x, y, 0.0);
   using E = std::remove_cvref_t<decltype(e1)>;
-  using all = kiln::detail::type_list<E, E>; // E and the a * b + c below it occur twice
+  using all = kiln::detail::type_list<E, E>; // E and everything below it occur twice
+  // A slot where a repeated subtree costs more to compute than the slot's call: the exp
+  // (with the add below it) and the sin (with the multiply), not sin + c or x * y alone.
+  using S = std::remove_cvref_t<decltype(kiln::sin(x * y))>;
+  using cheap = std::remove_cvref_t<decltype(x * y + 1.0)>;
+  CHECK((kiln::detail::memoized<E, all>));
+  CHECK((kiln::detail::memoized<S, all>));
+  CHECK_FALSE((kiln::detail::memoized<cheap, kiln::detail::type_list<cheap, cheap>>));
   // Every leaf reads with stride 1 from its own data pointer (what the pass would give).
   std::int64_t st[kiln::max_rank] = {1};
   auto next = [&] { return static_cast<const std::int64_t*>(st); };
@@ -46,14 +53,19 @@ TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
   int slots = 0;
   std::apply([&](auto&... m) { (kiln::detail::index_memos(m, seen, slots), ...); }, r);
   const auto& [r1, r2, r3, r4, r5, r6] = r;
-  CHECK(r1.index == r2.index); // same tensors, same scalar
-  CHECK(boost::hana::at_c<0>(r1.wrapped.children).index ==
-        boost::hana::at_c<0>(r2.wrapped.children).index); // and their a * b + c below
-  CHECK(r3.index != r1.index);                            // another tensor
-  CHECK(r4.index != r1.index);                            // another scalar
-  CHECK(r5.index != r6.index);                            // -0.0 and 0.0: compared bit for bit
-  // exp(...) and a * b + c of e1/e2, e3, e4, e5, e6: five pairs of slots.
-  CHECK(slots == 10);
+  // The sin's memo reader: below the exp, then below sin + c.
+  auto sin_of = [](const auto& m) {
+    return boost::hana::at_c<0>(boost::hana::at_c<0>(m.wrapped.children).children).index;
+  };
+  CHECK(r1.index == r2.index);     // same tensors, same scalar
+  CHECK(sin_of(r1) == sin_of(r2)); // and the sin below
+  CHECK(r3.index != r1.index);     // another tensor
+  CHECK(sin_of(r3) != sin_of(r1));
+  CHECK(r4.index != r1.index);     // another scalar
+  CHECK(sin_of(r4) == sin_of(r1)); // (the scalar is above the sin)
+  CHECK(r5.index != r6.index);     // -0.0 and 0.0: compared bit for bit
+  // exp: e1/e2, e3, e4, e5, e6; sin: x * y (all but e3), z * y.
+  CHECK(slots == 7);
   // Only a slot with several readers is kept: the others would cost a store and never hit.
   std::vector<int> users(slots);
   std::apply([&](auto&... m) { (kiln::detail::count_memo_users(m, users, false), ...); }, r);

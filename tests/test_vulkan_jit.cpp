@@ -118,6 +118,31 @@ TEST_CASE("vulkan: an expression of 200 distinct leaves is split into stages", "
   CHECK(host_values(got) == want.to_vector());
 }
 
+// More buffers than one kernel binds, over two outputs that each read the other's target:
+// each output gets kernels of its own, and neither may see the other's new values.
+TEST_CASE("vulkan: outputs split over kernels read the old values of each other's targets",
+          "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  auto draw = [] {
+    std::vector<std::int32_t> v(33);
+    for (auto& e : v)
+      e = static_cast<std::int32_t>(test::draw(-1000, 1000));
+    return kiln::from(v, kiln::shape{33});
+  };
+  std::vector<kiln::tensor<std::int32_t>> hs, ds;
+  for (int i = 0; i < 40; ++i) {
+    hs.push_back(draw());
+    ds.push_back(hs.back().to(*dev));
+  }
+  const auto v0 = draw(), p0 = draw();
+  kiln::tensor<std::int32_t> v = v0.to(*dev), p = p0.to(*dev);
+  kiln::eval(v = sum_of<0, 40>(ds) + p, p = p * 2 + v);
+  const kiln::tensor<std::int32_t> want_v = sum_of<0, 40>(hs) + p0, want_p = p0 * 2 + v0;
+  CHECK(host_values(v) == want_v.to_vector());
+  CHECK(host_values(p) == want_p.to_vector());
+}
+
 TEST_CASE("vulkan: 8 threads needing one new kernel share one compile", "[vulkan]") {
   const kiln::device* dev = vulkan_or_skip();
   if (!dev) return;

@@ -18,10 +18,18 @@
 #include <boost/hana/transform.hpp>
 
 #include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
 
 namespace kiln::autodiff {
 
-// A rank-0 zero tensor on `dev` (host ones are shared: nothing ever writes them).
+// A rank-0 zero tensor on `dev`, shared: nothing ever writes them. (On a device, one per
+// switched-off leaf would each be a buffer binding of the kernel, and enough of them split
+// it into stages.) A device's is kept only while something holds it, so no device memory
+// outlives its backend.
 template <element T>
 tensor<T> scalar_zero(const kiln::device& dev) {
   if (dev.is_host()) {
@@ -32,8 +40,15 @@ tensor<T> scalar_zero(const kiln::device& dev) {
     }();
     return z;
   }
+  static std::mutex m;
+  static std::map<std::string, std::pair<std::weak_ptr<kiln::storage>, kiln::layout>> held;
+  const std::lock_guard<std::mutex> lock(m);
+  auto& [weak, l] = held[dev.str()];
+  if (auto st = weak.lock()) return tensor<T>(st, l);
   tensor<T> t(kiln::shape{}, dev);
   t = T(0);
+  weak = t.storage();
+  l = t.layout();
   return t;
 }
 
@@ -173,29 +188,44 @@ void visit_devices(const adjoint_node<Dir, T, G...>& n, F&& f) {
   hana::for_each(n.routes, [&](const auto& r) { visit_devices(r.g, f); });
 }
 
-// sum_k gate(m_k, on_k) + z_k, with the leaves of switched-off terms rebound to rank-0
-// zeros. Every case of every route has this one type, so the adjoint is lowered and
-// compiled once (and its scattered parts below reuse that same kernel).
+// Terms Lo..Hi-1 of `t` added as a balanced tree: a left fold would nest every partial
+// sum in the next one's type, and a gradient has a term per leaf occurrence of its type.
+template <std::size_t Lo, std::size_t Hi, class Terms>
+auto balanced_sum(const Terms& t) {
+  if constexpr (Hi - Lo == 1)
+    return hana::at_c<Lo>(t);
+  else
+    return balanced_sum<Lo, (Lo + Hi) / 2>(t) + balanced_sum<(Lo + Hi) / 2, Hi>(t);
+}
+
+// sum_k gate(m_k, on_k) + gate(z, z_on), with the leaves of switched-off terms rebound to
+// rank-0 zeros; z holds what the scattered routes add (z_on: there are some). Every case
+// of every route has this one type, so the adjoint is lowered and compiled once (and its
+// scattered parts below reuse that same kernel). A switched-off gate reads nothing: on the
+// host it costs a mask test, and its rank-0 leaves do not make the pass strided.
 template <class R, class Ms, std::size_t... K>
-auto gated_sum(const Ms& ms, const std::array<bool, sizeof...(K)>& on,
-               const std::array<tensor<R>, sizeof...(K)>& z, std::index_sequence<K...>) {
+auto gated_sum(const Ms& ms, const std::array<bool, sizeof...(K)>& on, const tensor<R>& z,
+               bool z_on, std::index_sequence<K...>) {
   auto term = [&](auto k) {
     const auto& m = hana::at(ms, k);
     using M = std::remove_cvref_t<decltype(m)>;
     using V = value_t<M>;
     using gated = expr_node<ops::gate, M, scalar_expr<V>>;
-    const gated gm =
-        on[k] ? gated(m, scalar_expr<V>(V(1))) : gated(rebind_scalar(m), scalar_expr<V>(V(0)));
-    return expr_node<ops::add, gated, tensor<R>>(gm, z[k]);
+    return on[k] ? gated(m, scalar_expr<V>(V(1))) : gated(rebind_scalar(m), scalar_expr<V>(V(0)));
   };
-  return hana::fold_left(hana::make_tuple(term(hana::size_c<K>)...),
-                         [](const auto& a, const auto& b) { return a + b; });
+  using gated_z = expr_node<ops::gate, tensor<R>, scalar_expr<R>>;
+  const auto terms = hana::make_tuple(term(hana::size_c<K>)...,
+                                      z_on ? gated_z(z, scalar_expr<R>(R(1)))
+                                           : gated_z(rebind_scalar(z), scalar_expr<R>(R(0))));
+  return balanced_sum<0, sizeof...(K) + 1>(terms);
 }
 
 template <direction Dir, element T, class... G>
 auto materialize(const adjoint_node<Dir, T, G...>& n) {
   using R = value_t<adjoint_node<Dir, T, G...>>;
   constexpr std::size_t N = sizeof...(G);
+  static_assert(Dir == direction::to_wrt || N == 1,
+                "kiln: internal: a transposed adjoint carries one route");
   const auto ms = hana::transform(n.routes, [](const auto& r) {
     using M = std::remove_cvref_t<decltype(materialize(r.g))>;
     return r.kind == route_kind::none ? M(materialize_off(r.g))
@@ -203,13 +233,8 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
   });
   const kiln::device dev = n.wrt.device();
   const tensor<R> zero = scalar_zero<R>(dev);
-  // Handles copied, never assigned: assigning a tensor writes into its storage.
-  const auto zeros = [&]<std::size_t... K>(std::index_sequence<K...>) {
-    return std::array<tensor<R>, N>{((void)K, zero)...};
-  }
-  (std::make_index_sequence<N>{});
-  const std::array<tensor<R>, N>& none = zeros;
-  std::array<tensor<R>, N> z; // empty handles: a move into one takes the handle
+  std::shared_ptr<kiln::storage> st; // the scattered routes' sum, once there is one
+  tensor<R> z = zero;
   std::array<bool, N> on{};
   std::size_t k = 0;
   hana::for_each(n.routes, [&](const auto& r) {
@@ -217,27 +242,27 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
     if (r.kind == route_kind::scattered) {
       std::array<bool, N> only{};
       only[k] = true;
-      const auto e = gated_sum<R>(ms, only, none, std::make_index_sequence<N>{});
-      const auto st = zeroed_like(n.wrt);
+      const auto e = gated_sum<R>(ms, only, zero, false, std::make_index_sequence<N>{});
+      if (!st) st = zeroed_like(n.wrt);
       if constexpr (Dir == direction::to_wrt) {
-        // Sum the broadcast dims, then write through the leaf's layout into fresh storage
-        // that the wrt's layout reads back: the adjoint lands on the elements the leaf saw.
+        // Sum the broadcast dims, then add through the leaf's layout into storage that the
+        // wrt's layout reads back: the adjoint lands on the elements the leaf saw (and
+        // several scattered routes add up there).
         layout l;
         const tensor<R> u = unbroadcast(evaluate_as(e, r.full, dev), r.leaf.layout(), l);
-        tensor<R>(st, l) = u;
-        z[k] = tensor<R>(st, n.wrt.layout());
+        const tensor<R> into(st, l);
+        detail::assign(into, into + u);
+        z = tensor<R>(st, n.wrt.layout());
       } else {
         // The transpose: the wrt-shaped adjoint written into the wrt's elements, read back
         // through the leaf's layout (and broadcast by the evaluator to `full`).
-        tensor<R>(st, n.wrt.layout()) = e;
-        z[k] = tensor<R>(st, r.leaf.layout());
+        detail::assign(tensor<R>(st, n.wrt.layout()), e);
+        z = tensor<R>(st, r.leaf.layout());
       }
     }
     ++k;
   });
-  for (auto& t : z)
-    if (t.empty()) t = tensor<R>(zero);
-  return gated_sum<R>(ms, on, z, std::make_index_sequence<N>{});
+  return gated_sum<R>(ms, on, z, bool(st), std::make_index_sequence<N>{});
 }
 
 // A reduction's adjoint g viewed with the folded axes back as extent 1. g has shape
@@ -325,12 +350,8 @@ auto materialize_off(const adjoint_node<Dir, T, G...>& n) {
   using R = value_t<adjoint_node<Dir, T, G...>>;
   constexpr std::size_t N = sizeof...(G);
   const auto ms = hana::transform(n.routes, [](const auto& r) { return materialize_off(r.g); });
-  const tensor<R> zero = scalar_zero<R>(n.wrt.device());
-  const auto zeros = [&]<std::size_t... K>(std::index_sequence<K...>) {
-    return std::array<tensor<R>, N>{((void)K, zero)...};
-  }
-  (std::make_index_sequence<N>{});
-  return gated_sum<R>(ms, std::array<bool, N>{}, zeros, std::make_index_sequence<N>{});
+  return gated_sum<R>(ms, std::array<bool, N>{}, scalar_zero<R>(n.wrt.device()), false,
+                      std::make_index_sequence<N>{});
 }
 
 } // namespace kiln::autodiff

@@ -1,15 +1,20 @@
 #pragma once
 // Common subexpressions in the host evaluator. A pass's reader trees (all its outputs')
-// wrap every subtree whose type occurs more than once in a memo reader; before the loop,
-// memo readers whose subtrees read the same memory through the same strides with the same
-// scalar values are given one slot, and in the loop the first of them to load a batch
-// computes it and the others take it from the slot. Only the types are known at compile
+// wrap each subtree whose type occurs more than once, and which costs more to compute than
+// a slot (see memoized), in a memo reader; before the loop, memo readers whose subtrees
+// read the same memory through the same strides with the same scalar values are given one
+// slot, and in the loop the first of them to load a batch computes it and the others take
+// it from the slot. Only the types are known at compile
 // time: x * y and z * w have one type, and whether they are the same values is decided
 // here, once per pass. This is what keeps a value and its gradients (kiln::grad's
 // adjoint trees repeat the forward subtrees in every route) from recomputing each shared
 // exp or erf per use. Values are unchanged: a slot holds the batch the same code computed.
+// A memo reader's subtree is also where the pass's code is split into functions: the rest
+// of the tree inlines (readers.hpp), so a subtree type's code exists once, however often
+// the type occurs.
 #include "kiln/eval/readers.hpp"
 #include "kiln/eval/stream.hpp"
+#include "kiln/ops/arithmetic.hpp"
 
 #include <boost/hana/length.hpp>
 
@@ -65,10 +70,40 @@ struct all_subtrees<type_list<E...>> {
 template <class N, class Roots>
 inline constexpr bool repeated = occurrences<N, typename all_subtrees<Roots>::type> >= 2;
 
-// Worth a slot: a subtree that computes a math function, or several ops. (A slot costs a
-// compare, and a store on a miss: more than one add or multiply.)
+// Gates (short-circuit ops) and sums of them: what autodiff adds up per leaf occurrence.
+// Their operands are memoized where worth it; the gates and sums themselves repeat in
+// every gradient of one type but with other masks, so a slot would never be shared.
 template <class E>
-inline constexpr bool worth_memo = math_count<E> > 0 || node_count<E> >= 4;
+inline constexpr bool gate_sum = false;
+template <class Op, class... C>
+inline constexpr bool gate_sum<expr_node<Op, C...>> = short_circuits<Op>;
+template <class A, class B>
+inline constexpr bool gate_sum<expr_node<ops::add, A, B>> = gate_sum<A>&& gate_sum<B>;
+
+// What a node costs per batch beyond its operands, in adds: a math function (exp, log,
+// erf...) tens of instructions, a division or square root several cycles of latency.
+template <class Op>
+inline constexpr int op_cost = std::is_same_v<typename Op::rule, rules::floating> ? 40
+                               : std::is_same_v<Op, ops::div>                     ? 8
+                                                                                  : 1;
+
+template <class E, class Roots>
+inline constexpr bool memoized = false;
+// The cost of computing E where its memoized operands are slot reads.
+template <class E, class Roots>
+inline constexpr int own_cost = 0;
+template <class Op, class... C, class Roots>
+inline constexpr int
+    own_cost<expr_node<Op, C...>, Roots> = op_cost<Op> +
+                                           ((memoized<C, Roots> ? 0 : own_cost<C, Roots>)+... + 0);
+
+// A slot is worth it for a subtree that occurs more than once and whose own computation
+// costs more than the slot's out-of-line call (~25 adds): cheaper ones are recomputed
+// inline at each use. Gates and their sums never share (see gate_sum).
+template <class Op, class... C, class Roots>
+inline constexpr bool memoized<expr_node<Op, C...>, Roots> =
+    !gate_sum<expr_node<Op, C...>> && own_cost<expr_node<Op, C...>, Roots> >= 25 &&
+    repeated<expr_node<Op, C...>, Roots>;
 
 // One batch, and the position it was computed for (INT64_MIN: none). Big enough for any
 // batch (64 bytes: AVX-512).
@@ -91,41 +126,54 @@ struct memo_reader {
     wrapped.set_row(idx, outer);
     if (slot) slot->key = slot->scalar_key = INT64_MIN;
   }
-  value_type at(std::int64_t j) const noexcept {
+  KILN_READER_INLINE value_type at(std::int64_t j) const noexcept {
     static_assert(sizeof(value_type) <= sizeof(memo_slot::scalar));
-    if (!slot) return wrapped.at(j);
-    value_type v;
-    if (slot->scalar_key == j) {
+    if (slot && slot->scalar_key == j) {
+      value_type v;
       std::memcpy(static_cast<void*>(&v), slot->scalar, sizeof v);
       return v;
     }
-    v = wrapped.at(j);
-    std::memcpy(slot->scalar, static_cast<const void*>(&v), sizeof v);
-    slot->scalar_key = j;
-    return v;
+    return compute_at(j);
   }
   template <bool Unit = false>
-  batch<value_type> load(std::int64_t j) const noexcept {
-    return cached(j, [&] { return wrapped.template load<Unit>(j); });
+  KILN_READER_INLINE batch<value_type> load(std::int64_t j) const noexcept {
+    if (slot && slot->key == j) return from_slot();
+    return compute<Unit, false>(j);
   }
   // A splat at j is cached under a key no load uses.
-  batch<value_type> splat(std::int64_t j) const noexcept {
-    return cached(-2 - j, [&] { return wrapped.splat(j); });
+  KILN_READER_INLINE batch<value_type> splat(std::int64_t j) const noexcept {
+    if (slot && slot->key == -2 - j) return from_slot();
+    return compute<false, true>(j);
   }
 
 private:
-  template <class F>
-  batch<value_type> cached(std::int64_t key, F compute) const noexcept {
-    static_assert(sizeof(batch<value_type>) <= sizeof(memo_slot::bytes));
-    if (!slot) return compute();
+  static_assert(sizeof(batch<value_type>) <= sizeof(memo_slot::bytes));
+  KILN_READER_INLINE batch<value_type> from_slot() const noexcept {
     batch<value_type> v;
-    if (slot->key == key) {
-      std::memcpy(static_cast<void*>(&v), slot->bytes, sizeof v);
-      return v;
+    std::memcpy(static_cast<void*>(&v), slot->bytes, sizeof v);
+    return v;
+  }
+  // The subtree's own code, once per subtree type however often the type occurs (its
+  // readers inline into it, down to the next memo readers).
+  template <bool Unit, bool Splat>
+  [[gnu::noinline]] batch<value_type> compute(std::int64_t j) const noexcept {
+    batch<value_type> v;
+    if constexpr (Splat)
+      v = wrapped.splat(j);
+    else
+      v = wrapped.template load<Unit>(j);
+    if (slot) {
+      std::memcpy(slot->bytes, static_cast<const void*>(&v), sizeof v);
+      slot->key = Splat ? -2 - j : j;
     }
-    v = compute();
-    std::memcpy(slot->bytes, static_cast<const void*>(&v), sizeof v);
-    slot->key = key;
+    return v;
+  }
+  [[gnu::noinline]] value_type compute_at(std::int64_t j) const noexcept {
+    const value_type v = wrapped.at(j);
+    if (slot) {
+      std::memcpy(slot->scalar, static_cast<const void*>(&v), sizeof v);
+      slot->scalar_key = j;
+    }
     return v;
   }
 };
@@ -147,10 +195,7 @@ auto make_memo_reader(const expr_node<Op, C...>& n, Next& next) {
         hana::tuple<decltype(make_memo_reader<Roots>(c, next))...>{
             make_memo_reader<Roots>(c, next)...}};
   });
-  using N = expr_node<Op, C...>;
-  if constexpr (!worth_memo<N>) // (tested first: a cheap node is not counted at all)
-    return r;
-  else if constexpr (repeated<N, Roots>)
+  if constexpr (memoized<expr_node<Op, C...>, Roots>)
     return memo_reader<decltype(r)>{std::move(r)};
   else
     return r;

@@ -13,6 +13,13 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/transform.hpp>
 
+// A reader's per-element functions are inlined into the pass's loop, all the way down to
+// the memo readers (memo.hpp), whose computing path is one out-of-line function per
+// subtree type. Left to itself, the compiler stops inlining in a large tree (a gradient's)
+// and every node becomes a call that passes its batch through memory: measured, the calls
+// cost more than the arithmetic.
+#define KILN_READER_INLINE [[gnu::always_inline]] inline
+
 namespace kiln::detail {
 
 using arch = xsimd::default_arch;
@@ -107,10 +114,10 @@ struct leaf_reader : row_cursor<const T> {
   using row_cursor<const T>::row;
   using row_cursor<const T>::inner;
   using value_type = T;
-  T at(std::int64_t j) const noexcept { return row[j * inner]; }
+  KILN_READER_INLINE T at(std::int64_t j) const noexcept { return row[j * inner]; }
   // Unit: the pass checked that every operand's inner stride is 1 (no branch here).
   template <bool Unit = false>
-  batch<T> load(std::int64_t j) const noexcept {
+  KILN_READER_INLINE batch<T> load(std::int64_t j) const noexcept {
     if (Unit || inner == 1) {
       // Ask for the line 4 KiB ahead: a pass that computes much per element (exp, log,
       // sin...) reads too slowly for the hardware prefetchers of the machine this was
@@ -126,7 +133,9 @@ struct leaf_reader : row_cursor<const T> {
       tmp[k] = row[(j + std::int64_t(k)) * inner];
     return batch<T>::load_aligned(tmp);
   }
-  batch<T> splat(std::int64_t j) const noexcept { return batch<T>(row[j * inner]); }
+  KILN_READER_INLINE batch<T> splat(std::int64_t j) const noexcept {
+    return batch<T>(row[j * inner]);
+  }
 };
 
 template <element T>
@@ -151,20 +160,21 @@ inline constexpr bool short_circuits = requires {
 
 template <class Op, class... R>
 struct op_reader {
+  using op = Op;
   using value_type = typename Op::rule::template result<typename R::value_type...>;
   hana::tuple<R...> children;
 
   void set_row(const std::int64_t* idx, int outer) noexcept {
     hana::for_each(children, [&](auto& c) { c.set_row(idx, outer); });
   }
-  value_type at(std::int64_t j) const noexcept {
+  KILN_READER_INLINE value_type at(std::int64_t j) const noexcept {
     return at_impl(j, std::index_sequence_for<R...>{});
   }
   template <bool Unit = false>
-  batch<value_type> load(std::int64_t j) const noexcept {
+  KILN_READER_INLINE batch<value_type> load(std::int64_t j) const noexcept {
     return simd_impl<Unit>(j, std::false_type{}, std::index_sequence_for<R...>{});
   }
-  batch<value_type> splat(std::int64_t j) const noexcept {
+  KILN_READER_INLINE batch<value_type> splat(std::int64_t j) const noexcept {
     return simd_impl<false>(j, std::true_type{}, std::index_sequence_for<R...>{});
   }
 
@@ -173,7 +183,7 @@ private:
   using operand_t = typename Op::rule::template operand<I, typename R::value_type...>;
 
   template <std::size_t... I>
-  value_type at_impl(std::int64_t j, std::index_sequence<I...>) const noexcept {
+  KILN_READER_INLINE value_type at_impl(std::int64_t j, std::index_sequence<I...>) const noexcept {
     if constexpr (short_circuits<Op>) {
       const auto m = convert<compute_t<operand_t<1>>>(hana::at_c<1>(children).at(j));
       if (m == decltype(m)(0)) return value_type(0);
@@ -184,8 +194,8 @@ private:
         Op::host(convert<compute_t<operand_t<I>>>(hana::at_c<I>(children).at(j))...));
   }
   template <bool Unit, bool Splat, std::size_t... I>
-  batch<value_type> simd_impl(std::int64_t j, std::bool_constant<Splat>,
-                              std::index_sequence<I...>) const noexcept {
+  KILN_READER_INLINE batch<value_type> simd_impl(std::int64_t j, std::bool_constant<Splat>,
+                                                 std::index_sequence<I...>) const noexcept {
     if constexpr (short_circuits<Op>) {
       const auto m =
           batch_convert<operand_t<1>>(Splat ? hana::at_c<1>(children).splat(j)
@@ -245,6 +255,14 @@ bool all_unit(const R& r) {
   if constexpr (requires { r.wrapped; }) { // a memo reader (memo.hpp)
     return all_unit(r.wrapped);
   } else if constexpr (requires { r.children; }) {
+    // A gate switched off by a constant mask reads nothing below it (autodiff's terms for
+    // other tensors, whose leaves are rank-0 zeros).
+    if constexpr (short_circuits<typename R::op>) {
+      if constexpr (requires { hana::at_c<1>(r.children).value; }) {
+        const auto m = hana::at_c<1>(r.children).value;
+        if (m == decltype(m)(0)) return true;
+      }
+    }
     bool unit = true;
     hana::for_each(r.children, [&](const auto& c) { unit = unit && all_unit(c); });
     return unit;

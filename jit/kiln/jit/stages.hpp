@@ -97,12 +97,16 @@ inline stage_plan split_stages(const kernel_ir& whole, int max_buffers);
 
 namespace detail {
 // Several outputs that do not fit together: each output gets its own kernels (their
-// shared leaves would keep every stage of a joint split as wide as the whole).
+// shared leaves would keep every stage of a joint split as wide as the whole). An output's
+// target may be what a later output reads (an optimizer step updates a moment and the
+// parameter computed from the old moment), so every output but the last is computed into
+// a temporary and copied into its target once all are computed.
 inline stage_plan split_outputs(const kernel_ir& whole, int max_buffers) {
   stage_plan plan;
   std::vector<buffer_source> from;
   for (std::size_t i = 0; i < whole.inputs.size(); ++i)
     from.push_back({buffer_source::input, static_cast<std::int32_t>(i)});
+  std::vector<std::int32_t> held(whole.outputs.size(), -1); // output o's temporary
   for (std::size_t o = 0; o < whole.outputs.size(); ++o) {
     std::vector<buffer_source> sources;
     kernel_ir one = extract(whole, {whole.results[o]}, from, sources);
@@ -116,11 +120,30 @@ inline stage_plan split_outputs(const kernel_ir& whole, int max_buffers) {
           b = sources[b.index];
         else if (b.kind == buffer_source::temp)
           b.index += temp_base;
+        else if (o + 1 < whole.outputs.size())
+          b = {buffer_source::temp, held[o] = static_cast<std::int32_t>(plan.temps.size())};
         else
           b.index = static_cast<std::int32_t>(o);
       }
+      if (held[o] >= 0 && static_cast<std::size_t>(held[o]) == plan.temps.size())
+        plan.temps.push_back(whole.outputs[o]);
       plan.stages.push_back(std::move(st));
     }
+  }
+  for (std::size_t o = 0; o + 1 < whole.outputs.size(); ++o) {
+    stage copy;
+    copy.ir.strided = whole.strided;
+    copy.ir.rank = whole.rank;
+    copy.ir.wide_index = whole.wide_index;
+    copy.ir.scalars = whole.scalars; // (params are packed whole)
+    copy.ir.inputs = {whole.outputs[o]};
+    copy.ir.outputs = {whole.outputs[o]};
+    ir_instr ld{ir_code::load, whole.outputs[o], compute_dtype(whole.outputs[o])};
+    ld.slot = 0;
+    copy.ir.results = {copy.ir.add(ld)};
+    copy.buffers = {{buffer_source::temp, held[o]},
+                    {buffer_source::output, static_cast<std::int32_t>(o)}};
+    plan.stages.push_back(std::move(copy));
   }
   return plan;
 }

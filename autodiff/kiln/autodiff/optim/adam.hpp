@@ -45,6 +45,9 @@ public:
   }
   void set_lr(double lr) { o_.lr = lr; }
   long steps() const { return t_; }
+  // The moments, one per parameter, on its device (to save or inspect the state).
+  const std::vector<tensor<T>>& first_moments() const { return m_; }
+  const std::vector<tensor<T>>& second_moments() const { return v_; }
 
 private:
   template <class G>
