@@ -81,7 +81,7 @@ template <class A, class B>
 inline constexpr bool gate_sum<expr_node<ops::add, A, B>> = gate_sum<A>&& gate_sum<B>;
 
 // What a node costs per batch beyond its operands, in adds: a math function (exp, log,
-// erf...) tens of instructions, a division or square root several cycles of latency.
+// erf, sqrt...: the float-computing rule) tens of instructions, a division several.
 template <class Op>
 inline constexpr int op_cost = std::is_same_v<typename Op::rule, rules::floating> ? 40
                                : std::is_same_v<Op, ops::div>                     ? 8

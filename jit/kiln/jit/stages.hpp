@@ -114,19 +114,21 @@ inline stage_plan split_outputs(const kernel_ir& whole, int max_buffers) {
     stage_plan sub = split_stages(one, max_buffers);
     const auto temp_base = static_cast<std::int32_t>(plan.temps.size());
     plan.temps.insert(plan.temps.end(), sub.temps.begin(), sub.temps.end());
+    if (o + 1 < whole.outputs.size()) {
+      held[o] = static_cast<std::int32_t>(plan.temps.size());
+      plan.temps.push_back(whole.outputs[o]);
+    }
     for (auto& st : sub.stages) {
       for (auto& b : st.buffers) {
         if (b.kind == buffer_source::input)
           b = sources[b.index];
         else if (b.kind == buffer_source::temp)
           b.index += temp_base;
-        else if (o + 1 < whole.outputs.size())
-          b = {buffer_source::temp, held[o] = static_cast<std::int32_t>(plan.temps.size())};
+        else if (held[o] >= 0)
+          b = {buffer_source::temp, held[o]};
         else
           b.index = static_cast<std::int32_t>(o);
       }
-      if (held[o] >= 0 && static_cast<std::size_t>(held[o]) == plan.temps.size())
-        plan.temps.push_back(whole.outputs[o]);
       plan.stages.push_back(std::move(st));
     }
   }
