@@ -1,4 +1,4 @@
-// CUDA kernels that need no GPU to check: reductions (all nine, both templates, 32- and
+// CUDA kernels that need no GPU to check: reductions (all nine, every stage, 32- and
 // 64-bit index), multi-output kernels, the 200-leaf expression split into stages that fit
 // the parameter space, cubins for sm_80 and sm_90, and the errors of code generation and
 // compilation. Every program is compiled by NVRTC and its PTX assembled by ptxas.
@@ -32,14 +32,18 @@ dtype result_of(jit::reduce_kind k, dtype v) {
   }
 }
 
-// The reduction kernel of kind k over the IR of a value expression.
-std::string reduction_source(jit::kernel_ir ir, jit::reduce_kind k, bool group) {
+// The reduction kernel of kind k over the IR of a value expression, for one stage.
+std::string reduction_source(const jit::kernel_ir& ir, jit::reduce_kind k,
+                             jit::reduce_stage stage) {
   const dtype v = ir.outputs[0];
-  ir.outputs = {result_of(k, v)};
-  const jit::reduce_spec spec{k, group, v, jit::accumulator(k, v, true), ir.outputs[0]};
-  return jit::cuda::generate_reduction(ir, jit::param_layout(ir, jit::cuda::max_param_bytes, 2),
-                                       spec);
+  const jit::reduce_spec spec{k, stage, v, jit::accumulator(k, v, true), result_of(k, v)};
+  const jit::kernel_ir sir = jit::stage_ir(ir, spec);
+  return jit::cuda::generate_reduction(
+      sir, jit::param_layout(sir, jit::cuda::max_param_bytes, jit::reduce_extras), spec);
 }
+
+constexpr jit::reduce_stage all_stages[] = {jit::reduce_stage::thread, jit::reduce_stage::group,
+                                            jit::reduce_stage::partial, jit::reduce_stage::merge};
 
 constexpr jit::reduce_kind all_kinds[] = {
     jit::reduce_kind::sum,    jit::reduce_kind::prod, jit::reduce_kind::mean,
@@ -48,7 +52,7 @@ constexpr jit::reduce_kind all_kinds[] = {
 
 } // namespace
 
-TEST_CASE("cuda codegen: all nine reductions over fused prologues, both templates, both "
+TEST_CASE("cuda codegen: all nine reductions over fused prologues, every stage, both "
           "index widths, compile and assemble",
           "[cuda][codegen][reduce]") {
   if (!cuda_test::nvrtc_or_skip()) return;
@@ -64,8 +68,9 @@ TEST_CASE("cuda codegen: all nine reductions over fused prologues, both template
   std::vector<std::string> srcs;
   for (const auto& ir : narrow)
     for (auto k : all_kinds)
-      srcs.push_back(reduction_source(ir, k, srcs.size() % 2 == 0));
-  CHECK(srcs[0].find("__shared__ double kiln_sa[64];") != std::string::npos); // f32 sum in f64
+      for (auto st : all_stages)
+        srcs.push_back(reduction_source(ir, k, st));
+  CHECK(srcs[1].find("__shared__ double kiln_sa[64];") != std::string::npos); // f32 sum in f64
   CHECK(srcs[0].find("kiln_value(P, o * P.x0 + r)") != std::string::npos);
   cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
 
@@ -77,7 +82,8 @@ TEST_CASE("cuda codegen: all nine reductions over fused prologues, both template
   srcs.clear();
   for (const auto& ir : wide)
     for (auto k : all_kinds)
-      srcs.push_back(reduction_source(ir, k, srcs.size() % 2 == 1));
+      for (auto st : all_stages)
+        srcs.push_back(reduction_source(ir, k, st));
   CHECK(srcs[0].find("for (int64_t o = ") != std::string::npos);
   cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 90);
 }

@@ -9,7 +9,7 @@
 #include "kiln/jit/glsl_convert.hpp"
 #include "kiln/jit/ir.hpp"
 #include "kiln/jit/reduce_spec.hpp"
-#include "kiln/kernels/reduction_parts.hpp"
+#include "kiln/kernels/reduce_template.hpp"
 
 #include <string>
 
@@ -240,6 +240,39 @@ inline std::string value_function(const dialect& d, const kernel_ir& ir, dtype v
       std::string(glsl::register_type(value)) + " kiln_value(" + params + "const " + I + " i) {\n";
   s += element_code(d, ir, static_cast<int>(ir.inputs.size()), "  ");
   return s + "  return " + var(ir.results[0]) + ";\n}\n";
+}
+
+// A reduction kernel after its preamble: the prologue (none in a merge pass, which reads
+// partials) and the template of the spec's stage, with this dialect's loads and stores.
+// Buffers: the IR's inputs, then its outputs (the result; or a partial pass's accumulators
+// and, for argmax/argmin, indices; a merge pass reads those as its inputs).
+inline std::string reduction_body(const dialect& d, const kernels::grid_spelling& g,
+                                  const kernel_ir& ir, const reduce_spec& spec,
+                                  const std::string& value_params = "") {
+  const std::string I = d.index_type(ir);
+  const int nin = static_cast<int>(ir.inputs.size());
+  const dtype index = ir.wide_index ? dtype::i64 : dtype::i32;
+  auto p = reduction_parts_of(d, spec);
+  p.store = "      " + d.element(ir, nin, "o") + " = " + d.store(spec.result, "res") + ";\n";
+  if (spec.stage == reduce_stage::merge) {
+    p.load = "      const " + p.acc + " b = " + d.load(spec.acc, d.element(ir, 0, "k")) + ";\n";
+    p.load += "      const " + I +
+              " bi = " + (spec.indexed() ? d.load(index, d.element(ir, 1, "k")) : I + "(-1)") +
+              ";\n";
+    return kernels::reduce_merge(g, I, p);
+  }
+  std::string s = value_function(d, ir, spec.value, value_params);
+  switch (spec.stage) {
+  case reduce_stage::thread:
+    return s + kernels::reduce_thread(g, I, p);
+  case reduce_stage::partial:
+    p.partial = "      " + d.element(ir, nin, "w") + " = " + d.store(spec.acc, "a") + ";\n";
+    if (spec.indexed())
+      p.partial += "      " + d.element(ir, nin + 1, "w") + " = " + d.store(index, "ai") + ";\n";
+    return s + kernels::reduce_group(g, I, p, true);
+  default:
+    return s + kernels::reduce_group(g, I, p, false);
+  }
 }
 
 } // namespace codegen

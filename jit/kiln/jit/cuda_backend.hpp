@@ -62,10 +62,8 @@ class cuda_backend final : public jit_backend {
 public:
   cuda_backend(int index, std::shared_ptr<context> ctx)
       : index_(index), ctx_(std::move(ctx)),
-        target_(target_for(ctx_->properties().cc, nvrtc().archs)) {
-    // Enough blocks to fill the device; past that, threads loop (grid-stride).
-    max_grid_ = static_cast<unsigned>(std::max(1, ctx_->properties().multiprocessors) * 32);
-  }
+        target_(target_for(ctx_->properties().cc, nvrtc().archs)),
+        limits_(launch_limits_for(ctx_->properties().multiprocessors)) {}
 
   kiln::device device() const override { return {device_kind::cuda, index_}; }
   std::string describe() const override {
@@ -114,15 +112,19 @@ public:
     return kernels_.get(source, [&] { return make_kernel(ir, layout, source, 256); });
   }
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
-    param_layout layout(ir, max_param_bytes, 2);
+    param_layout layout(ir, max_param_bytes, reduce_extras);
     const std::string source = generate_reduction(ir, layout, r);
     return kernels_.get(
-        source, [&] { return make_kernel(ir, layout, source, kernels::cuda::reduce_block_size); });
+        source, [&] { return make_kernel(ir, layout, source, kernels::reduce_group_size); });
   }
 
-  // n: the threads the kernel wants (elements; outputs x 64 for a block per output).
+  grid_limits launch_limits() const override { return limits_; }
+  std::int64_t workgroup(const kernel& k) const override {
+    return static_cast<const cuda_kernel&>(k).block;
+  }
+
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
-              std::span<const std::byte> params, std::int64_t n) override {
+              std::span<const std::byte> params, const launch_work& w) override {
     const auto& ck = static_cast<const cuda_kernel&>(k);
     const std::size_t ptr_bytes = 8 * buffers.size();
     thread_local std::vector<std::byte> blob;
@@ -136,9 +138,8 @@ public:
       std::memcpy(blob.data() + 8 * i, &p, 8);
     }
     std::memcpy(blob.data() + ptr_bytes, params.data(), params.size());
-    const std::int64_t blocks = (n + ck.block - 1) / ck.block;
-    ctx_->launch(ck.fn, static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, max_grid_)),
-                 ck.block, blob);
+    const launch_grid g = grid_for(k, w);
+    ctx_->launch(ck.fn, static_cast<unsigned>(g.x), static_cast<unsigned>(g.y), ck.block, blob);
   }
 
   const std::shared_ptr<context>& ctx() const { return ctx_; }
@@ -183,7 +184,7 @@ private:
   int index_;
   std::shared_ptr<context> ctx_;
   nvrtc_target target_;
-  unsigned max_grid_ = 65535;
+  grid_limits limits_;
   single_flight<std::shared_ptr<kernel>> kernels_;
 };
 

@@ -14,6 +14,7 @@
 //   erfcf 4, powf 4, tanhf 2 ulp; double functions mostly 1-2 ulp). Source is compiled
 //   with -default-device, so helper functions need no __device__.
 #include "kiln/jit/codegen.hpp"
+#include "kiln/jit/launch_grid.hpp"
 #include "kiln/jit/params.hpp"
 #include "kiln/jit/reduce_spec.hpp"
 #include "kiln/kernels/reduce_cuda.hpp"
@@ -25,6 +26,13 @@ inline constexpr std::uint32_t max_param_bytes = 4096;
 // Buffers per kernel: with the widest index fields (64-bit, rank 8 strided: 8 B pointer +
 // 72 B offset and strides) 32 buffers take 2560 B, leaving room for extents and scalars.
 inline constexpr int max_buffers = 32;
+
+// The grid of a launch: up to 2^31 - 1 blocks in x and 65535 in y on every architecture kiln
+// targets; preferred, enough blocks to fill the device (32 per multiprocessor), past which
+// threads loop, within launch_grid.hpp's budget.
+inline grid_limits launch_limits_for(int multiprocessors) {
+  return {2147483647, 65535, std::int64_t{32} * std::max(1, multiprocessors)};
+}
 
 inline std::string element(const kernel_ir&, int b, const std::string& index) {
   return "P.b" + std::to_string(b) + "[" + index + "]";
@@ -96,25 +104,22 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
   const std::string I = cuda_dialect.index_type(ir);
   std::string s = preamble(ir, layout);
   s += "extern \"C\" __global__ void kiln_kernel(const kiln_params P) {\n";
-  s += "  const " + I + " step = " + I + "(gridDim.x) * blockDim.x;\n";
-  s += "  for (" + I + " i = " + I +
+  // A grid of x * y blocks (launch_grid.hpp), flattened x-major.
+  s += "  const " + I + " row = " + I + "(gridDim.x) * blockDim.x;\n";
+  s += "  const " + I + " step = row * gridDim.y;\n";
+  s += "  for (" + I + " i = " + I + "(blockIdx.y) * row + " + I +
        "(blockIdx.x) * blockDim.x + threadIdx.x; i < P.n; i += step) {\n";
   s += codegen::element_code(cuda_dialect, ir, static_cast<int>(layout.buffers), "    ");
   s += codegen::store_outputs(cuda_dialect, ir, "    ");
   return s + "  }\n}\n";
 }
 
-// A reduction kernel: kiln_value(i) from the IR, then the template of reduce_cuda.hpp.
+// A reduction kernel: kiln_value(P, i) from the IR, then the template of the spec's stage.
 inline std::string generate_reduction(const kernel_ir& ir, const param_layout& layout,
                                       const reduce_spec& spec) {
-  const std::string I = cuda_dialect.index_type(ir);
-  const int nin = static_cast<int>(ir.inputs.size());
-  std::string s = preamble(ir, layout, {spec.acc, spec.result});
-  s += codegen::value_function(cuda_dialect, ir, spec.value, "const kiln_params& P, ");
-  auto parts = codegen::reduction_parts_of(cuda_dialect, spec);
-  parts.store = "      " + element(ir, nin, "o") + " = " + store(spec.result, "res") + ";\n";
-  return s + (spec.group ? kernels::cuda::reduce_group(I, parts)
-                         : kernels::cuda::reduce_thread(I, parts));
+  return preamble(ir, layout, {spec.acc, spec.result}) +
+         codegen::reduction_body(cuda_dialect, kernels::cuda::spelling(), ir, spec,
+                                 "const kiln_params& P, ");
 }
 
 } // namespace kiln::jit::cuda

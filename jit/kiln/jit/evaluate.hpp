@@ -150,7 +150,7 @@ inline void launch_stages(jit_backend& be, const compiled_pass& cp, const leaf_t
       const kernel& kn = *cp.kernels[k];
       params.assign(kn.layout.bytes, std::byte{0});
       kn.layout.pack(params.data(), n, space.extents.data(), offsets.data(), strides, scalars);
-      be.launch(kn, args, params, n);
+      be.launch(kn, args, params, launch_work{n, false, 1});
     }
   } catch (...) {
     for (void* t : temps)
@@ -186,7 +186,7 @@ void run_pass(const O&... outs) {
   bool strided = rank != 1;
   for (const auto& st : space.strides)
     strided = strided || st[0] != 1;
-  bool wide = n > std::numeric_limits<std::int32_t>::max();
+  bool wide = n >= narrow_index_limit;
   auto big = [](const kiln::storage* s) {
     return s->count() > std::numeric_limits<std::int32_t>::max();
   };

@@ -4,8 +4,9 @@
 //   uint16_t bits and bool as uint8_t, so no float16 arithmetic is needed.
 // - Parameters (n, merged extents, per buffer its element offset and strides, scalars) are
 //   one block: push constants when they fit, else a storage buffer at the next binding.
-// - The workgroup size is specialization constant 0; a grid-stride loop covers any n, and
-//   nothing depends on the subgroup size.
+// - The workgroup size is specialization constant 0; a grid-stride loop covers any n in at
+//   most launch_grid.hpp's loop budget per invocation, and nothing depends on the subgroup
+//   size.
 // - Registers hold compute types: 16-bit floats as float, already rounded to their type.
 #include "kiln/jit/codegen.hpp"
 #include "kiln/jit/glsl_convert.hpp"
@@ -95,11 +96,13 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
   const std::size_t nin = ir.inputs.size();
   std::string s = preamble(ir, layout);
   s += "void main() {\n";
-  s += "  // The product in uint first: converting the spec constant itself needs Kernel "
-       "capability.\n"
-       "  const " +
-       I + " step = " + I + "(gl_NumWorkGroups.x * gl_WorkGroupSize.x);\n";
-  s += "  for (" + I + " i = " + I + "(gl_GlobalInvocationID.x); i < P.n; i += step) {\n";
+  // A grid of x * y workgroups (launch_grid.hpp), flattened x-major. Products of the
+  // workgroup size (a specialization constant) with runtime values are taken in uint first:
+  // converting the constant itself needs the Kernel capability.
+  s += "  const " + I + " row = " + I + "(gl_NumWorkGroups.x * gl_WorkGroupSize.x);\n";
+  s += "  const " + I + " step = row * " + I + "(gl_NumWorkGroups.y);\n";
+  s += "  for (" + I + " i = " + I + "(gl_WorkGroupID.y) * row + " + I +
+       "(gl_GlobalInvocationID.x); i < P.n; i += step) {\n";
   s += element_code(ir, static_cast<int>(nin + ir.outputs.size()), "    ");
   s += codegen::store_outputs(glsl_dialect, ir, "    ");
   s += "  }\n}\n";

@@ -8,19 +8,12 @@
 
 namespace kiln::jit::glsl {
 
-// ir: the reduced expression (results[0], of dtype spec.value) over inputs; its one
-// output (binding after the inputs) receives the results.
+// ir: the reduced expression (results[0], of dtype spec.value) over inputs, and the
+// buffers the spec's stage writes (codegen::reduction_body).
 inline std::string generate_reduction(const kernel_ir& ir, const param_layout& layout,
                                       const reduce_spec& spec) {
-  const std::string I = index_type(ir);
-  const std::size_t nin = ir.inputs.size();
-  std::string s = preamble(ir, layout, {spec.acc});
-  s += codegen::value_function(glsl_dialect, ir, spec.value);
-  auto parts = codegen::reduction_parts_of(glsl_dialect, spec);
-  parts.store = "      " + element(ir, static_cast<int>(nin), "o") + " = " +
-                store_expr(spec.result, "res") + ";\n";
-  s += spec.group ? kernels::glsl::reduce_group(I, parts) : kernels::glsl::reduce_thread(I, parts);
-  return s;
+  return preamble(ir, layout, {spec.acc}) +
+         codegen::reduction_body(glsl_dialect, kernels::glsl::spelling(), ir, spec);
 }
 
 } // namespace kiln::jit::glsl

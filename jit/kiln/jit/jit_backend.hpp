@@ -4,6 +4,7 @@
 // are the backend's, as each has its own dialect and compiler), and launching.
 #include "kiln/backend.hpp"
 #include "kiln/jit/ir.hpp"
+#include "kiln/jit/launch_grid.hpp"
 #include "kiln/jit/params.hpp"
 #include "kiln/jit/reduce_spec.hpp"
 
@@ -38,9 +39,18 @@ public:
   virtual std::shared_ptr<kernel> compile(const kernel_ir& ir) = 0;
   // The same for a reduction kernel: `ir` computes the reduced values (see glsl_reduce.hpp).
   virtual std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) = 0;
-  // Queues the kernel over n elements; returns without waiting.
+  // The device's grid limits and preferred group count (launch_grid.hpp).
+  virtual grid_limits launch_limits() const = 0;
+  // Workgroup size the kernel was built for.
+  virtual std::int64_t workgroup(const kernel& k) const = 0;
+  // The grid that launch() uses for this kernel and work.
+  launch_grid grid_for(const kernel& k, const launch_work& w) const {
+    return plan_grid(w, workgroup(k), launch_limits());
+  }
+  // Queues the kernel over its work (a grid from grid_for: no invocation loops more than
+  // loop_budget times); returns without waiting.
   virtual void launch(const kernel& k, std::span<const buffer_arg> buffers,
-                      std::span<const std::byte> params, std::int64_t n) = 0;
+                      std::span<const std::byte> params, const launch_work& w) = 0;
   // Why a kernel using these dtypes cannot run here ("" if it can).
   virtual std::string cannot_run(const std::array<bool, 9>& dtypes_used) const = 0;
 };

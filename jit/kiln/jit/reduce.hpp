@@ -2,9 +2,12 @@
 // Reductions on a GPU device: one kernel from the template in kernels/, with the reduced
 // expression fused into its load. The iteration runs over the input's dims reordered as
 // (kept..., reduced...), merged like any pass, so element o * count + r is the r-th input
-// of output o. Long reductions take a workgroup per output, short ones an invocation.
+// of output o. Short reductions take an invocation per output, long ones a workgroup per
+// chunk of an output, in two passes where an output has several chunks (reduce_plan.hpp):
+// no kernel loops longer than launch_grid.hpp's budget at any size.
 #include "kiln/jit/evaluate.hpp"
 #include "kiln/jit/providers.hpp"
+#include "kiln/jit/reduce_plan.hpp"
 #include "kiln/reduce.hpp"
 
 namespace kiln::jit {
@@ -103,7 +106,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
 
   jit::leaf_table lt;
   jit::collect(e, lt);
-  if (static_cast<int>(lt.inputs.size()) + 1 > be.max_buffers()) {
+  if (static_cast<int>(lt.inputs.size()) + 2 > be.max_buffers()) {
     // Too many leaves for one kernel: evaluate the expression (in stages) first.
     const tensor<V> tmp(full, out.device());
     device_assign(tmp, e);
@@ -129,49 +132,52 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   bool strided = mrank != 1;
   for (const auto& st : space.strides)
     strided = strided || st[0] != 1;
-  const bool wide = total > std::numeric_limits<std::int32_t>::max() || [&] {
+  const bool wide = total >= jit::narrow_index_limit || [&] {
     for (const auto& l : lt.inputs)
       if (l.storage->count() > std::numeric_limits<std::int32_t>::max()) return true;
     return false;
   }();
-  const bool group = count >= 64;
+  const jit::reduce_plan plan =
+      jit::plan_reduction(count, nout, be.launch_limits().preferred, R::name);
+  const jit::reduce_stage stage = plan.stage;
+  const bool indexed = kind == jit::reduce_kind::argmax || kind == jit::reduce_kind::argmin;
+  const dtype index_dtype = wide ? dtype::i64 : dtype::i32; // of argmax/argmin partials
+  const dtype acc = jit::accumulator(kind, dtype_of<V>(), be.unsupported(dtype::f64).empty());
 
   struct memo_key {};
   using key = std::tuple<R, E, memo_key>;
   using memo = jit::kernel_memo<key>;
-  const int variant = (group ? 1 : 0);
-  std::shared_ptr<jit::kernel> kn;
+  const int variant = static_cast<int>(stage);
+  const jit::compiled_pass* cp = nullptr;
   {
     std::lock_guard lock(memo::mutex);
     for (const auto& m : memo::entries)
       if (m->matches(lt, strided, mrank + 16 * variant, wide))
         for (const auto& [b, c] : m->compiled)
-          if (b == &be) kn = c->kernels[0];
+          if (b == &be) cp = c.get();
   }
-  if (!kn) {
-    jit::kernel_ir ir = jit::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e);
-    ir.outputs = {dtype_of<Res>()};
-    const bool f64 = be.cannot_run([] {
-                         std::array<bool, 9> u{};
-                         u[static_cast<int>(dtype::f64)] = true;
-                         return u;
-                       }())
-                         .empty();
-    const jit::reduce_spec spec{kind, group, dtype_of<V>(),
-                                jit::accumulator(kind, dtype_of<V>(), f64), dtype_of<Res>()};
+  if (!cp) {
+    jit::reduce_spec spec{kind, stage, dtype_of<V>(), acc, dtype_of<Res>()};
+    const jit::kernel_ir ir =
+        jit::stage_ir(jit::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e), spec);
     auto used = ir.dtypes_used();
     used[static_cast<int>(spec.acc)] = true;
     if (const std::string why = be.cannot_run(used); !why.empty())
       throw error(R::name, "the device cannot run this reduction", be.device().str() + ": " + why);
-    kn = be.compile_reduction(ir, spec);
-    std::lock_guard lock(memo::mutex);
     auto c = std::make_unique<jit::compiled_pass>();
-    c->kernels.push_back(kn);
+    c->kernels.push_back(be.compile_reduction(ir, spec));
+    if (stage == jit::reduce_stage::partial) { // the second pass reads the partials
+      spec.stage = jit::reduce_stage::merge;
+      c->kernels.push_back(be.compile_reduction(jit::stage_ir(ir, spec), spec));
+    }
+    std::lock_guard lock(memo::mutex);
     auto m = std::make_unique<jit::memo_entry>(
         jit::memo_entry{lt.pattern, strided, mrank + 16 * variant, wide, nullptr, {}});
     m->compiled.emplace_back(&be, std::move(c));
+    cp = m->compiled.back().second.get();
     memo::entries.push_back(std::move(m));
   }
+  const jit::kernel& kn = *cp->kernels[0];
   std::vector<jit::buffer_arg> args;
   std::vector<std::int64_t> offsets;
   std::vector<std::array<std::int64_t, max_rank>> strides;
@@ -180,17 +186,56 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
     offsets.push_back(lt.inputs[i].layout->offset);
     strides.push_back(space.strides[i]);
   }
-  args.push_back({out.storage()->handle()});
-  offsets.push_back(0);
-  strides.push_back({});
   std::vector<std::uint64_t> scalars;
   for (const auto& s : lt.scalars)
     scalars.push_back(s.bits);
-  std::vector<std::byte> params(kn->layout.bytes);
-  const std::int64_t extras[2] = {count, nout};
-  kn->layout.pack(params.data(), total, space.extents.data(), offsets.data(), strides, scalars,
+  const std::int64_t extras[jit::reduce_extras] = {count, nout, plan.chunks, plan.chunk};
+  auto params_of = [&](const jit::kernel& k) {
+    std::vector<std::byte> params(k.layout.bytes);
+    k.layout.pack(params.data(), total, space.extents.data(), offsets.data(), strides, scalars,
                   extras);
-  be.launch(*kn, args, params, group ? nout * 64 : nout);
+    return params;
+  };
+  if (stage != jit::reduce_stage::partial) {
+    args.push_back({out.storage()->handle()});
+    offsets.push_back(0);
+    strides.push_back({});
+    be.launch(kn, args, params_of(kn), plan.first);
+    return;
+  }
+  // Two passes through partials, released once queued (the queue runs in order).
+  const std::int64_t units = plan.first.units;
+  std::vector<void*> partials;
+  try {
+    partials.push_back(be.allocate(static_cast<std::size_t>(units) * size_of(acc)));
+    if (indexed)
+      partials.push_back(be.allocate(static_cast<std::size_t>(units) * size_of(index_dtype)));
+    for (void* p : partials) {
+      args.push_back({p});
+      offsets.push_back(0);
+      strides.push_back({});
+    }
+    be.launch(kn, args, params_of(kn), plan.first);
+    const jit::kernel& mk = *cp->kernels[1];
+    args.clear();
+    offsets.clear();
+    strides.clear();
+    for (void* p : partials) {
+      args.push_back({p});
+      offsets.push_back(0);
+      strides.push_back({});
+    }
+    args.push_back({out.storage()->handle()});
+    offsets.push_back(0);
+    strides.push_back({});
+    be.launch(mk, args, params_of(mk), plan.merge);
+  } catch (...) {
+    for (void* p : partials)
+      be.release(p);
+    throw;
+  }
+  for (void* p : partials)
+    be.release(p);
 }
 
 } // namespace kiln::detail

@@ -1,18 +1,51 @@
 #pragma once
 // What a reduction kernel computes, for the code generators: which reduction, the dtypes
 // of its values, accumulator and result, and which kernel template (see kernels/).
-#include "kiln/dtype.hpp"
+#include "kiln/jit/ir.hpp"
 
 namespace kiln::jit {
 
 enum class reduce_kind : std::uint8_t { sum, prod, mean, max, min, argmax, argmin, all, any };
 
+// The kernel templates of kernels/kiln/kernels/reduce_template.hpp.
+enum class reduce_stage : std::uint8_t {
+  thread,  // an invocation per output (short reductions)
+  group,   // a workgroup per output, one chunk: stores the results
+  partial, // a workgroup per chunk of an output: stores each chunk's accumulator (pass 1)
+  merge,   // a workgroup per output over its chunks' accumulators (pass 2)
+};
+
+// Index fields after n in a reduction kernel's parameters: count, outputs, chunks per
+// output, inputs per chunk (P.x0 .. P.x3).
+inline constexpr int reduce_extras = 4;
+
 struct reduce_spec {
   reduce_kind kind;
-  bool group;   // a workgroup per output (long reductions), else an invocation per output
+  reduce_stage stage;
   dtype value;  // the reduced expression's dtype
   dtype acc;    // accumulator dtype
   dtype result; // the output's dtype
+  bool indexed() const { return kind == reduce_kind::argmax || kind == reduce_kind::argmin; }
 };
+
+// The IR of a stage's kernel from the reduced expression's IR (`value`): its buffers are
+// the expression's inputs, then the result; a partial pass writes accumulators (and, for
+// argmax/argmin, indices) instead; a merge pass reads those and has no expression.
+inline kernel_ir stage_ir(kernel_ir value, const reduce_spec& s) {
+  const dtype index = value.wide_index ? dtype::i64 : dtype::i32;
+  value.outputs = {s.result};
+  if (s.stage == reduce_stage::partial) {
+    value.outputs = {s.acc};
+    if (s.indexed()) value.outputs.push_back(index);
+  } else if (s.stage == reduce_stage::merge) {
+    kernel_ir m;
+    m.inputs = {s.acc};
+    if (s.indexed()) m.inputs.push_back(index);
+    m.outputs = {s.result};
+    m.wide_index = value.wide_index;
+    return m;
+  }
+  return value;
+}
 
 } // namespace kiln::jit

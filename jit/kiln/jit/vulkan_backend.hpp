@@ -68,7 +68,9 @@ public:
     // The driver's pipeline cache, from kiln's disk cache where an earlier run saved one.
     if (auto blob = shared_disk_cache().load(pipeline_cache_key(), pipeline_cache_identity()))
       ctx_->seed_pipeline_cache(*blob);
-    workgroup_ = env_number("KILN_VK_WORKGROUP", 64, 1, info.limits.max_workgroup_size_x);
+    workgroup_ = env_number("KILN_VK_WORKGROUP", 64, 1,
+                            std::min<std::uint32_t>(info.limits.max_workgroup_size_x,
+                                                    static_cast<std::uint32_t>(max_workgroup)));
     // A CPU implementation runs workgroups on a few threads, each with a fixed cost: a few
     // hundred groups that loop over elements were ~1.6x faster on lavapipe than one
     // element per invocation (bench/RESULTS.md).
@@ -123,23 +125,32 @@ public:
   }
 
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
-    param_layout layout(ir, max_push_, 2);
+    param_layout layout(ir, max_push_, reduce_extras);
     const std::string source = glsl::generate_reduction(ir, layout, r);
     return kernels_.get(
-        source, [&] { return make_kernel(ir, layout, source, kernels::glsl::reduce_group_size); });
+        source, [&] { return make_kernel(ir, layout, source, kernels::reduce_group_size); });
+  }
+
+  grid_limits launch_limits() const override {
+    const auto& l = ctx_->info().limits;
+    return {l.max_workgroup_count_x, std::max<std::uint32_t>(l.max_workgroup_count_y, 1),
+            groups_cap_};
+  }
+  std::int64_t workgroup(const kernel& k) const override {
+    return static_cast<const vulkan_kernel&>(k).workgroup;
   }
 
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
-              std::span<const std::byte> params, std::int64_t n) override {
+              std::span<const std::byte> params, const launch_work& w) override {
     const auto& vk = static_cast<const vulkan_kernel&>(k);
     std::array<buffer_ref, 64> refs;
     if (buffers.size() > refs.size())
       throw error("launch", "too many buffers", std::to_string(buffers.size()));
     for (std::size_t i = 0; i < buffers.size(); ++i)
       refs[i] = buffer_ref{static_cast<const block*>(buffers[i].handle)};
-    const std::int64_t groups = (n + vk.workgroup - 1) / vk.workgroup;
+    const launch_grid g = grid_for(k, w);
     ctx_->dispatch(*vk.pipe, std::span(refs.data(), buffers.size()), params,
-                   static_cast<std::uint32_t>(std::min<std::int64_t>(groups, groups_cap_)));
+                   static_cast<std::uint32_t>(g.x), static_cast<std::uint32_t>(g.y));
   }
 
   const std::shared_ptr<context>& ctx() const { return ctx_; }

@@ -1,7 +1,8 @@
 #pragma once
-// What the JIT splices into a reduction kernel template (reduce_glsl.hpp, reduce_cuda.hpp):
-// the accumulator type, identity, combine, merge and finish of one reduction, and the
-// statement storing its result. Both dialects read the same parts.
+// What the JIT splices into a reduction kernel template (reduce_template.hpp): the
+// accumulator type, identity, combine, merge and finish of one reduction, and the
+// statements storing a result or a partial and loading a partial. Every dialect reads the
+// same parts.
 #include <string>
 
 namespace kiln::kernels {
@@ -15,6 +16,8 @@ struct reduction_parts {
   std::string merge;   // statements folding (b, bi) into (a, ai); indices may be in any order
   std::string finish;  // expression of the result (register type) from (a, ai)
   std::string store;   // statement storing the result `res` to output o
+  std::string partial; // statements storing (a, ai) as partial w (first pass of two)
+  std::string load;    // statements defining b, bi from partial k (second pass)
 };
 
 } // namespace kiln::kernels

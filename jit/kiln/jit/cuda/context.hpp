@@ -155,10 +155,12 @@ public:
     }
   }
   // Queues f with its one by-value parameter struct (`params`, its bytes).
-  void launch(CUfunction f, unsigned grid, unsigned block_size, std::span<const std::byte> params) {
+  void launch(CUfunction f, unsigned grid_x, unsigned grid_y, unsigned block_size,
+              std::span<const std::byte> params) {
     make_current();
     void* args[] = {const_cast<std::byte*>(params.data())};
-    check(d_, d_.cuLaunchKernel(f, grid, 1, 1, block_size, 1, 1, 0, stream_, args, nullptr),
+    check(d_,
+          d_.cuLaunchKernel(f, grid_x, grid_y, 1, block_size, 1, 1, 0, stream_, args, nullptr),
           "cuLaunchKernel");
   }
 

@@ -302,7 +302,8 @@ public:
   }
 
   void dispatch(const pipeline& p, std::span<const buffer_ref> buffers,
-                std::span<const std::byte> params, std::uint32_t groups) {
+                std::span<const std::byte> params, std::uint32_t groups_x,
+                std::uint32_t groups_y = 1) {
     std::lock_guard lock(mutex_);
     require_open();
     VkCommandBuffer cb = recording();
@@ -332,7 +333,8 @@ public:
     if (!p.kl.param_buffer && p.kl.push_bytes)
       fn_.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                              static_cast<std::uint32_t>(params.size()), params.data());
-    fn_.vkCmdDispatch(cb, std::max<std::uint32_t>(groups, 1), 1, 1);
+    fn_.vkCmdDispatch(cb, std::max<std::uint32_t>(groups_x, 1), std::max<std::uint32_t>(groups_y, 1),
+                      1);
     after_command(cb);
   }
 

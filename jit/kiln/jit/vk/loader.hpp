@@ -168,7 +168,7 @@ struct device_identity {
 struct device_limits {
   std::uint32_t max_push_constants = 0, max_storage_buffers = 0, max_push_descriptors = 0;
   std::uint64_t max_storage_buffer_range = 0, min_storage_buffer_offset_alignment = 1;
-  std::uint32_t max_workgroup_count_x = 0, max_workgroup_size_x = 0;
+  std::uint32_t max_workgroup_count_x = 0, max_workgroup_count_y = 0, max_workgroup_size_x = 0;
   std::uint32_t max_workgroup_invocations = 0;
 };
 struct physical_info {
@@ -294,6 +294,7 @@ private:
       info.limits.max_storage_buffer_range = p.limits.maxStorageBufferRange;
       info.limits.min_storage_buffer_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
       info.limits.max_workgroup_count_x = p.limits.maxComputeWorkGroupCount[0];
+      info.limits.max_workgroup_count_y = p.limits.maxComputeWorkGroupCount[1];
       info.limits.max_workgroup_size_x = p.limits.maxComputeWorkGroupSize[0];
       info.limits.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
       info.limits.max_push_descriptors = pushd.maxPushDescriptors;
