@@ -68,9 +68,20 @@ int main(int argc, char** argv) {
   const std::regex device(R"re("((vulkan|cuda|metal):[0-9]+)")re");
   std::vector<block> blocks;
   std::set<std::string> includes;
+  auto is_cpp_fence = [&](std::size_t k) {
+    const std::string t = k < lines.size() ? trim(lines[k]) : "";
+    return t == "```cpp" || t == "```c++";
+  };
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::string fence = trim(lines[i]);
-    if (fence != "```cpp" && fence != "```c++") continue;
+    // A marker is one line, right before its fence: a misplaced one would be ignored.
+    if (const std::string t = trim(lines[i]); t.rfind("<!-- doc", 0) == 0) {
+      const int at = static_cast<int>(i) + 1;
+      if (!std::regex_match(t, marker))
+        return fail(shown, at, "a doc marker must be one line: <!-- doc: ... -->");
+      if (!is_cpp_fence(i + 1))
+        return fail(shown, at, "a doc marker must be on the line just before a ```cpp fence");
+    }
+    if (!is_cpp_fence(i)) continue;
     const int fence_line = static_cast<int>(i) + 1;
     block b;
     b.first_line = fence_line + 1;
@@ -91,8 +102,6 @@ int main(int argc, char** argv) {
         return fail(shown, fence_line - 1,
                     "unknown marker \"" + what +
                         "\" (known: <!-- doc: namespace -->, <!-- doc: skip (reason) -->)");
-    } else if (prev.rfind("<!-- doc", 0) == 0) {
-      return fail(shown, fence_line - 1, "a doc marker must be one line: <!-- doc: ... -->");
     }
     std::size_t j = i + 1;
     for (; j < lines.size() && trim(lines[j]).rfind("```", 0) != 0; ++j) {

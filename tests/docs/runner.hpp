@@ -76,13 +76,13 @@ inline int run(const char* file, const block* blocks, int argc, char** argv) {
       if (b->device) kiln::synchronize(kiln::device(b->device));
     } catch (const std::exception& e) {
       std::cout << std::endl;
-      std::cerr << at << ": the block threw: " << e.what() << std::endl;
+      std::cout << at << ": the block threw: " << e.what() << std::endl;
       ++failed;
       continue;
     }
     std::cout << std::endl;
     if (const std::size_t n = kiln::jit::vk::validation_message_count() - messages) {
-      std::cerr << at << ": " << n << " Vulkan validation message(s) during the block" << std::endl;
+      std::cout << at << ": " << n << " Vulkan validation message(s) during the block" << std::endl;
       ++failed;
       continue;
     }
@@ -91,7 +91,7 @@ inline int run(const char* file, const block* blocks, int argc, char** argv) {
   std::cout << file << ": " << ran << " block(s) passed, " << skipped << " skipped, " << failed
             << " failed" << std::endl;
   if (only && ran + skipped + failed == 0) {
-    std::cerr << file << ": no block starts at line " << only << std::endl;
+    std::cout << file << ": no block starts at line " << only << std::endl;
     return 1;
   }
   return failed ? 1 : 0;
