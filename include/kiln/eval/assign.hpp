@@ -76,11 +76,11 @@ void check_devices(const E& e, const kiln::device& where, const char* op) {
   });
 }
 
-// Evaluation on a GPU device: defined by the JIT (jit/kiln/jit/evaluate.hpp).
-template <element D, class E>
-void device_assign(const tensor<D>& dst, const E& e);
-template <class Tup, std::size_t... I>
-void device_run_outputs(const Tup& outs, std::index_sequence<I...>);
+// The GPU executor, defined by the JIT (jit/kiln/jit/evaluate.hpp): outputs of one shape
+// on one device, computed together, after the planner below has made sure that no target
+// overlaps what any output reads (else everything goes through temporaries).
+template <class... O>
+void device_run(const O&... outs);
 
 template <class E>
 inline constexpr bool is_materialized =
@@ -407,13 +407,22 @@ void check_target(const tensor<D>& dst, const E& e, const char* op) {
                       std::to_string(d));
 }
 
-// The bytes [first, second) a layout over t's storage touches. Overlap is decided on
-// addresses, not storage objects: two handles made by view_of() over one container
-// have separate storage objects over the same memory.
+// The planner, one for the host and every device: which outputs may be computed in place
+// and which need temporaries. Overlap is decided on memory, not storage objects: on the
+// host on addresses (two handles made by view_of() over one container have separate
+// storage objects over the same memory), on a device on the backend's buffer and byte
+// offsets within it.
+
+// The memory a storage lives in, for overlap tests: its address on the host, its buffer
+// handle on a device (offsets then count from the buffer's start).
+inline const void* memory_of(const storage& s) { return s.on_host() ? s.data() : s.handle(); }
+
+// The bytes [first, second) a layout over t's storage touches, from the memory's start.
 template <class T>
 std::pair<std::uintptr_t, std::uintptr_t> byte_range(const tensor<T>& t, const layout& l) {
   const auto [lo, hi] = l.extent();
-  const auto base = reinterpret_cast<std::uintptr_t>(t.storage()->data());
+  const auto base = t.storage()->on_host() ? reinterpret_cast<std::uintptr_t>(t.storage()->data())
+                                           : std::uintptr_t{0};
   return {base + static_cast<std::uintptr_t>(lo) * sizeof(T),
           base + static_cast<std::uintptr_t>(hi) * sizeof(T)};
 }
@@ -421,41 +430,54 @@ inline bool intersect(std::pair<std::uintptr_t, std::uintptr_t> a,
                       std::pair<std::uintptr_t, std::uintptr_t> b) {
   return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
 }
+// Whether a (through layout la) and b (through lb) share any byte.
+template <class A, class B>
+bool share_bytes(const tensor<A>& a, const layout& la, const tensor<B>& b, const layout& lb) {
+  if (a.empty() || b.empty() || a.device() != b.device()) return false;
+  if (!a.device().is_host() && memory_of(*a.storage()) != memory_of(*b.storage())) return false;
+  return intersect(byte_range(a, la), byte_range(b, lb));
+}
 
 // Would writing dst while reading e's leaves read an element after it was overwritten?
 // Reading the very elements being written, each at its own position, is safe.
 template <element D, class E>
 bool overlaps_differently(const tensor<D>& dst, const E& e) {
   bool bad = false;
-  const auto target = byte_range(dst, dst.layout());
   for_each_leaf(e, [&](const auto& t) {
     using T = typename std::remove_cvref_t<decltype(t)>::value_type;
     if (bad || t.empty() || t.size() == 0) return;
     const layout tl = views::broadcast_to(t.layout(), dst.shape(), "assign");
-    if (sizeof(T) == sizeof(D) && t.storage()->data() == dst.storage()->data() &&
+    if (sizeof(T) == sizeof(D) && memory_of(*t.storage()) == memory_of(*dst.storage()) &&
         tl == dst.layout())
       return;
-    bad = intersect(target, byte_range(t, tl));
+    bad = share_bytes(dst, dst.layout(), t, tl);
   });
   return bad;
+}
+
+// Runs outputs that share a shape and need no temporaries, where they live.
+template <class... O>
+void execute(const O&... outs) {
+  if (std::get<0>(std::forward_as_tuple(outs...)).dst.device().is_host())
+    pass(outs...).run();
+  else
+    device_run(outs...);
 }
 
 template <element D, class E>
 void assign(const tensor<D>& dst, const E& e) {
   if (!dst.empty()) check_devices(e, dst.device(), "assign");
-  if (!dst.empty() && !dst.device().is_host()) {
-    device_assign(dst, e);
-  } else if constexpr (!is_materialized<E>) {
+  if constexpr (!is_materialized<E>) {
     assign(dst, materialize(e));
   } else {
     check_target(dst, e, "assign");
     if (overlaps_differently(dst, e)) {
-      tensor<value_t<E>> tmp(shape_of(e));
-      pass(pass_output<value_t<E>, E>{tmp, &e}).run();
-      pass(pass_output<D, tensor<value_t<E>>>{dst, &tmp}).run();
+      tensor<value_t<E>> tmp(shape_of(e), dst.device());
+      execute(pass_output<value_t<E>, E>{tmp, &e});
+      execute(pass_output<D, tensor<value_t<E>>>{dst, &tmp});
       return;
     }
-    pass(pass_output<D, E>{dst, &e}).run();
+    execute(pass_output<D, E>{dst, &e});
   }
 }
 
@@ -463,7 +485,7 @@ template <class O, class Tup, std::size_t... J>
 bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
   auto targets_overlap = [&](const auto& other) {
     if (static_cast<const void*>(&o) == static_cast<const void*>(&other)) return false;
-    return intersect(byte_range(o.dst, o.dst.layout()), byte_range(other.dst, other.dst.layout()));
+    return share_bytes(o.dst, o.dst.layout(), other.dst, other.dst.layout());
   };
   return ((overlaps_differently(o.dst, *std::get<J>(outs).expr) ||
            targets_overlap(std::get<J>(outs))) ||
@@ -474,9 +496,8 @@ bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
 template <element D, class E>
 bool reads_memory_of(const tensor<D>& dst, const E& e) {
   bool hit = false;
-  const auto target = byte_range(dst, dst.layout());
   for_each_leaf(e, [&](const auto& t) {
-    if (!hit && !t.empty() && t.size() > 0) hit = intersect(target, byte_range(t, t.layout()));
+    if (!hit && t.size() > 0) hit = share_bytes(dst, dst.layout(), t, t.layout());
   });
   return hit;
 }
@@ -492,7 +513,7 @@ bool groups_interfere(const Tup& outs, std::index_sequence<I...>) {
     auto other = [&](const auto& p) {
       if (static_cast<const void*>(&o) == static_cast<const void*>(&p)) return false;
       return reads_memory_of(o.dst, *p.expr) ||
-             intersect(byte_range(o.dst, o.dst.layout()), byte_range(p.dst, p.dst.layout()));
+             share_bytes(o.dst, o.dst.layout(), p.dst, p.dst.layout());
     };
     hit = hit || overlaps_differently(o.dst, *o.expr) || (other(std::get<I>(outs)) || ...);
   };
@@ -574,6 +595,27 @@ void device_split(const Tup& outs, std::index_sequence<I...>) {
   }
 }
 
+// Runs outputs that need no temporaries: on the host one pass per shape; on a device one
+// kernel (several shapes: device_split).
+template <class Tup, std::size_t... I>
+void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
+  const kiln::shape& s = std::get<0>(outs).dst.shape();
+  const bool one_shape = ((std::get<I>(outs).dst.shape() == s) && ...);
+  if (std::get<0>(outs).dst.device().is_host()) {
+    pass p(std::get<I>(outs)...);
+    run_by_shape(p, std::array<kiln::shape, sizeof...(I)>{std::get<I>(outs).dst.shape()...});
+  } else if (one_shape) {
+    device_run(std::get<I>(outs)...);
+  } else {
+    if constexpr (sizeof...(I) > 1) device_split(outs, seq);
+  }
+}
+
+// Every output of a kiln::eval is computed from the values before the call (numpy's
+// semantics), on the host and on a device alike: where a target overlaps an input or
+// another target through a different layout (one shape), or shares memory with another
+// output's inputs or target (several shapes, computed in groups), every output is computed
+// into a temporary first, then copied.
 template <class Tup, std::size_t... I>
 void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
   const kiln::shape s = std::get<0>(outs).dst.shape();
@@ -587,32 +629,22 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
   };
   (check(std::get<I>(outs)), ...);
   const bool one_shape = ((std::get<I>(outs).dst.shape() == s) && ...);
-  if (!where.is_host()) {
-    if constexpr (sizeof...(I) > 1)
-      if (!one_shape) {
-        device_split(outs, seq);
-        return;
-      }
-    device_run_outputs(outs, seq);
-    return;
-  }
-  const std::array<kiln::shape, sizeof...(I)> shapes{std::get<I>(outs).dst.shape()...};
   if (one_shape ? !(overlaps_any(std::get<I>(outs), outs, seq) || ...)
                 : !groups_interfere(outs, seq)) {
-    pass p(std::get<I>(outs)...);
-    run_by_shape(p, shapes);
+    execute_outputs(outs, seq);
     return;
   }
   using tmp_tuple =
       std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
-  tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(std::get<I>(outs).dst.shape())...};
-  pass p(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
-                     typename std::tuple_element_t<I, Tup>::expr_type>{std::get<I>(tmps),
-                                                                       std::get<I>(outs).expr}...);
-  run_by_shape(p, shapes);
-  (pass(pass_output<typename std::tuple_element_t<I, Tup>::dst_type,
-                    std::tuple_element_t<I, tmp_tuple>>{std::get<I>(outs).dst, &std::get<I>(tmps)})
-       .run(),
+  tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(std::get<I>(outs).dst.shape(), where)...};
+  execute_outputs(
+      std::make_tuple(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
+                                  typename std::tuple_element_t<I, Tup>::expr_type>{
+          std::get<I>(tmps), std::get<I>(outs).expr}...),
+      seq);
+  (execute(
+       pass_output<typename std::tuple_element_t<I, Tup>::dst_type,
+                   std::tuple_element_t<I, tmp_tuple>>{std::get<I>(outs).dst, &std::get<I>(tmps)}),
    ...);
 }
 

@@ -201,66 +201,15 @@ void run_pass(const O&... outs) {
   launch_stages(be, cp, lt, space, n, dsts, layouts);
 }
 
-// Would writing dst while reading e read an element after it was overwritten?
-template <element D, class E>
-bool aliases(const tensor<D>& dst, const E& e) {
-  bool bad = false;
-  kiln::detail::for_each_leaf(e, [&](const auto& t) {
-    using T = typename std::remove_cvref_t<decltype(t)>::value_type;
-    if (bad || t.storage() != dst.storage() || t.size() == 0) return;
-    const layout tl = views::broadcast_to(t.layout(), dst.shape(), "assign");
-    bad = sizeof(T) != sizeof(D) || tl != dst.layout();
-  });
-  return bad;
-}
-
 } // namespace detail
 } // namespace kiln::jit
 
 namespace kiln::detail {
 
-template <element D, class E>
-void device_assign(const tensor<D>& dst, const E& e) {
-  if constexpr (!is_materialized<E>) {
-    device_assign(dst, materialize(e));
-  } else {
-    check_target(dst, e, "assign");
-    if (jit::detail::aliases(dst, e)) {
-      tensor<value_t<E>> tmp(shape_of(e), dst.device());
-      jit::detail::run_pass(pass_output<value_t<E>, E>{tmp, &e});
-      jit::detail::run_pass(pass_output<D, tensor<value_t<E>>>{dst, &tmp});
-      return;
-    }
-    jit::detail::run_pass(pass_output<D, E>{dst, &e});
-  }
-}
-
-template <class Tup, std::size_t... I>
-void device_run_outputs(const Tup& outs, std::index_sequence<I...>) {
-  bool bad = false;
-  auto check = [&](const auto& o) {
-    bad = bad || jit::detail::aliases(o.dst, *o.expr);
-    ((bad = bad || (static_cast<const void*>(&o) != static_cast<const void*>(&std::get<I>(outs)) &&
-                    o.dst.storage() == std::get<I>(outs).dst.storage())),
-     ...);
-  };
-  (check(std::get<I>(outs)), ...);
-  if (!bad) {
-    jit::detail::run_pass(std::get<I>(outs)...);
-    return;
-  }
-  const kiln::shape s = std::get<0>(outs).dst.shape();
-  const kiln::device where = std::get<0>(outs).dst.device();
-  using tmp_tuple =
-      std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
-  tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(s, where)...};
-  jit::detail::run_pass(pass_output<value_t<typename std::tuple_element_t<I, Tup>::expr_type>,
-                                    typename std::tuple_element_t<I, Tup>::expr_type>{
-      std::get<I>(tmps), std::get<I>(outs).expr}...);
-  (jit::detail::run_pass(
-       pass_output<typename std::tuple_element_t<I, Tup>::dst_type,
-                   std::tuple_element_t<I, tmp_tuple>>{std::get<I>(outs).dst, &std::get<I>(tmps)}),
-   ...);
+// The GPU executor of the planner in include/kiln/eval/assign.hpp.
+template <class... O>
+void device_run(const O&... outs) {
+  jit::detail::run_pass(outs...);
 }
 
 } // namespace kiln::detail

@@ -94,7 +94,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
       in = e;
     else {
       in = tensor<V>(full, out.device());
-      device_assign(in, e);
+      assign(in, e);
     }
     const jit::reduce_call call{R::name,
                                 out.device(),
@@ -109,7 +109,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   if (static_cast<int>(lt.inputs.size()) + 2 > be.max_buffers()) {
     // Too many leaves for one kernel: evaluate the expression (in stages) first.
     const tensor<V> tmp(full, out.device());
-    device_assign(tmp, e);
+    assign(tmp, e);
     device_reduce<R>(out, tmp, mask);
     return;
   }
