@@ -110,14 +110,19 @@ public:
   void shutdown() {
     std::lock_guard lock(mutex_);
     if (!device_) return;
+    // A command buffer still being recorded is ended before anything it names is destroyed
+    // below, and never submitted: nothing can read its results any more, and running work
+    // during exit (lavapipe compiles shader variants on first use) crashed LLVM's own exit
+    // handlers.
+    if (begun_) {
+      fn_.vkEndCommandBuffer(current_cb_.cb);
+      fn_.vkDestroyFence(device_, current_cb_.fence, nullptr);
+      begun_ = false;
+    }
     fn_.vkDeviceWaitIdle(device_);
     for (auto& w : pipelines_)
       if (auto p = w.lock()) p->destroy();
     pipelines_.clear();
-    if (recorded_) { // a command buffer being recorded is in neither list
-      fn_.vkEndCommandBuffer(current_cb_.cb);
-      fn_.vkDestroyFence(device_, current_cb_.fence, nullptr);
-    }
     for (auto& s : inflight_)
       fn_.vkDestroyFence(device_, s.fence, nullptr);
     for (auto& s : spare_)
@@ -169,7 +174,7 @@ public:
     std::lock_guard lock(mutex_);
     if (!device_) return; // shut down: the memory is gone already
     block r = b;
-    r.released_at = recorded_ ? submitted_ + 1 : submitted_;
+    r.released_at = begun_ ? submitted_ + 1 : submitted_;
     --r.owner->live;
     stats_.in_use -= r.bytes;
     free_[r.bytes].push_back(r);
@@ -306,12 +311,12 @@ public:
                 std::uint32_t groups_y = 1) {
     std::lock_guard lock(mutex_);
     require_open();
-    VkCommandBuffer cb = recording();
-    fn_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
     std::array<VkDescriptorBufferInfo, 64> infos;
     std::array<VkWriteDescriptorSet, 64> writes;
     const std::size_t nb = buffers.size() + (p.kl.param_buffer ? 1 : 0);
     if (nb > infos.size()) throw error("vulkan", "too many buffers", std::to_string(nb));
+    VkCommandBuffer cb = recording();
+    fn_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
     for (std::size_t i = 0; i < buffers.size(); ++i)
       infos[i] = {buffers[i].b->owner->buffer, buffers[i].b->offset, buffers[i].b->bytes};
     if (p.kl.param_buffer) {
@@ -333,8 +338,8 @@ public:
     if (!p.kl.param_buffer && p.kl.push_bytes)
       fn_.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                              static_cast<std::uint32_t>(params.size()), params.data());
-    fn_.vkCmdDispatch(cb, std::max<std::uint32_t>(groups_x, 1), std::max<std::uint32_t>(groups_y, 1),
-                      1);
+    fn_.vkCmdDispatch(cb, std::max<std::uint32_t>(groups_x, 1),
+                      std::max<std::uint32_t>(groups_y, 1), 1);
     after_command(cb);
   }
 
@@ -496,9 +501,10 @@ private:
     fn_.vkFreeMemory(device_, c.memory, nullptr);
   }
 
-  // The command buffer being recorded (begun on first use).
+  // The command buffer being recorded (begun on first use; a command that throws half-way
+  // leaves it begun, and it is submitted with the rest).
   VkCommandBuffer recording() {
-    if (recorded_ == 0) {
+    if (!begun_) {
       if (spare_.empty()) {
         submission s;
         auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
@@ -515,6 +521,7 @@ private:
       auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
       bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
       check(fn_.vkBeginCommandBuffer(current_cb_.cb, &bi), "vkBeginCommandBuffer");
+      begun_ = true;
     }
     return current_cb_.cb;
   }
@@ -533,7 +540,8 @@ private:
     if (++recorded_ >= 64) submit();
   }
   void submit() {
-    if (recorded_ == 0) return;
+    if (!begun_) return;
+    begun_ = false;
     check(fn_.vkEndCommandBuffer(current_cb_.cb), "vkEndCommandBuffer");
     auto si = make<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     si.commandBufferCount = 1;
@@ -595,7 +603,8 @@ private:
   std::vector<block> pending_params_;
   std::deque<submission> inflight_;
   std::vector<submission> spare_;
-  std::uint32_t recorded_ = 0;
+  std::uint32_t recorded_ = 0; // commands in the command buffer being recorded
+  bool begun_ = false;         // a command buffer is being recorded
   std::uint64_t submitted_ = 0, completed_ = 0;
 };
 
