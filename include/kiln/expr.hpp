@@ -13,6 +13,7 @@
 
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace kiln {
@@ -105,9 +106,23 @@ struct peer_type<X, R...> {
   using type = promote_t<value_t<X>, typename peer_type<R...>::type>;
 };
 
-template <class Peer, class X>
+// An empty tensor handle has no storage to read: refuse it where the node is built, once,
+// so no evaluator ever meets a leaf without storage.
+template <class X>
+void require_operand(const X& x, std::string_view op) {
+  if constexpr (requires {
+                  x.empty();
+                  x.storage();
+                })
+    if (x.empty())
+      throw error(std::string(op), "tensor is empty",
+                  "an operand is a default-constructed tensor handle with no storage");
+}
+
+template <class Op, class Peer, class X>
 auto as_child(X&& x) {
   if constexpr (expression<X>) {
+    require_operand(x, Op::name);
     return std::remove_cvref_t<X>(std::forward<X>(x));
   } else {
     using S = scalar_element_t<std::remove_cvref_t<X>>;
@@ -132,9 +147,9 @@ auto as_child(X&& x) {
 template <class Op, class... X>
 auto make_node(X&&... x) {
   using Peer = typename detail::peer_type<std::remove_cvref_t<X>...>::type;
-  using Node = expr_node<Op, decltype(detail::as_child<Peer>(std::forward<X>(x)))...>;
-  Op::rule::template check<value_t<decltype(detail::as_child<Peer>(std::forward<X>(x)))>...>();
-  return Node(detail::as_child<Peer>(std::forward<X>(x))...);
+  using Node = expr_node<Op, decltype(detail::as_child<Op, Peer>(std::forward<X>(x)))...>;
+  Op::rule::template check<value_t<decltype(detail::as_child<Op, Peer>(std::forward<X>(x)))>...>();
+  return Node(detail::as_child<Op, Peer>(std::forward<X>(x))...);
 }
 
 // An op's spelling in a device dialect (GLSL, CUDA C++, MSL): an expression in $0 $1 $2,

@@ -214,7 +214,9 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
   E expr;
   kiln::axes over;
   bool keepdims;
-  reduce_node(E e, kiln::axes a, bool k) : expr(std::move(e)), over(std::move(a)), keepdims(k) {}
+  reduce_node(E e, kiln::axes a, bool k) : expr(std::move(e)), over(std::move(a)), keepdims(k) {
+    detail::require_operand(expr, R::name);
+  }
 
   // Which input dims are folded (validated against the input's rank).
   std::array<bool, max_rank> mask(int rank) const {
@@ -412,6 +414,8 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 template <class R, class E>
 auto materialize(const reduce_node<R, E>& n) {
   const auto inner = detail::evaluate_leaf_copy(materialize(n.expr));
+  // Broadcast views can make an input of more than 2^63 elements: refuse, not wrap.
+  checked_numel(shape_of(inner), R::name);
   const auto m = n.mask(shape_of(inner).size());
   const kiln::device where = detail::device_of(inner);
   tensor<value_t<reduce_node<R, E>>> out(n.result_shape(), where);
