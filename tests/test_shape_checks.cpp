@@ -156,10 +156,10 @@ TEST_CASE("shape checks: narrow with a length near INT64_MAX is out of bounds", 
 TEST_CASE("shape checks: broadcast views and expressions past 2^63 elements", "[shape_checks]") {
   const auto x = kiln::ones<float>({1});
   expect_error([&] { x.broadcast_to({big, big}); }, "broadcast_to", {"shape too large"});
-  // Each view is valid; their broadcast is not, and no evaluation may wrap its size.
   const auto a = x.broadcast_to({big, 1}), b = x.broadcast_to({1, big});
-  expect_error([&] { kiln::tensor<float> r = a + b; }, "alloc", {"shape too large"});
-  expect_error([&] { (void)kiln::sum(a + b).item(); }, "sum", {"shape too large"});
+  // Each view is valid; their broadcast is not: refused where the node is built.
+  expect_error([&] { kiln::tensor<float> r = a + b; }, "add", {"shape too large"});
+  expect_error([&] { (void)kiln::sum(a + b).item(); }, "add", {"shape too large"});
   CHECK(kiln::sum(x.broadcast_to({1000, 1000})).item() == 1e6f);
 }
 
@@ -405,4 +405,32 @@ TEST_CASE("vulkan: KILN_DEVICE places every creation function's tensor there",
   CHECK(kiln::sum(kiln::full<float>(s, 2.5f)).item() == 15.0f);
   // An explicit device still wins.
   CHECK(kiln::zeros<float>(s, kiln::device{}).device().is_host());
+}
+
+// --- point 5: shape and axis errors where the expression is written
+
+TEST_CASE("broadcast and axis errors are raised when the node is built", "[shape_checks]") {
+  const auto a = kiln::ones<float>({3, 4}), b = kiln::ones<float>({5});
+  bool built = false;
+  // The error comes from the line that builds the node, before any evaluation.
+  expect_error(
+      [&] {
+        auto e = a + b;
+        built = true;
+        (void)e;
+      },
+      "add", {"broadcast", "[3, 4]", "[5]"});
+  CHECK_FALSE(built);
+  // Deep in a tree: the op whose operands clash is named, not the root.
+  expect_error([&] { (void)kiln::exp((a * 2.0f - b) + 1.0f); }, "sub", {"broadcast"});
+  expect_error([&] { (void)kiln::where(a > 0.0f, a, b); }, "where", {"broadcast"});
+  expect_error([&] { (void)kiln::sum(a, 2); }, "sum", {"axis 2", "rank 2"});
+  expect_error([&] { (void)kiln::max(a * 2.0f, {0, -3}); }, "max", {"axis -3"});
+  expect_error([&] { (void)kiln::mean(a, {1, -1}); }, "mean", {"axis repeated"});
+  expect_error([&] { (void)(kiln::sum(a, 0) + kiln::ones<float>({3})); }, "add", {"[4]", "[3]"});
+  // A valid tree knows its shape from the build.
+  const auto e = kiln::sum(a * kiln::ones<float>({2, 1, 4}), 1, true) + b(kiln::newaxis, 0);
+  CHECK(e.shape() == kiln::shape{2, 1, 4});
+  kiln::tensor<float> r = e;
+  CHECK(r.to_vector() == std::vector<float>(8, 4.0f));
 }

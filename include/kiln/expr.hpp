@@ -59,12 +59,22 @@ struct scalar_expr : expression_base<scalar_expr<T>> {
 template <element T>
 struct is_expression_type<scalar_expr<T>> : std::true_type {};
 
+namespace detail {
+template <class Op, class... C>
+kiln::shape broadcast_children(const hana::tuple<C...>& children);
+}
+
+// A node knows its broadcast shape from when it is built: a shape error is raised at the
+// op that causes it, as numpy does, not where the expression is later evaluated; and
+// evaluation reads the shape instead of folding the tree again.
 template <class Op, class... Children>
 struct expr_node : expression_base<expr_node<Op, Children...>> {
   using op = Op;
   using value_type = typename Op::rule::template result<value_t<Children>...>;
   hana::tuple<Children...> children;
-  explicit expr_node(Children... ch) : children(std::move(ch)...) {}
+  kiln::shape out_shape;
+  explicit expr_node(Children... ch)
+      : children(std::move(ch)...), out_shape(detail::broadcast_children<Op>(children)) {}
 };
 template <class Op, class... Children>
 struct is_expression_type<expr_node<Op, Children...>> : std::true_type {};
@@ -79,15 +89,25 @@ kiln::shape shape_of(const scalar_expr<T>&) {
   return {};
 }
 template <class Op, class... C>
-kiln::shape shape_of(const expr_node<Op, C...>& n) {
-  return hana::fold_left(n.children, kiln::shape{}, [](kiln::shape acc, const auto& c) {
+const kiln::shape& shape_of(const expr_node<Op, C...>& n) {
+  return n.out_shape;
+}
+
+namespace detail {
+template <class Op, class... C>
+kiln::shape broadcast_children(const hana::tuple<C...>& children) {
+  kiln::shape acc = hana::fold_left(children, kiln::shape{}, [](kiln::shape acc, const auto& c) {
     const kiln::shape& s = shape_of(c);
     if (!broadcast_into(acc, s))
       throw error(std::string(Op::name), "shapes cannot be broadcast together",
                   "shapes " + acc.str() + " and " + s.str());
     return acc;
   });
+  // Broadcast views of valid tensors can meet in a shape of more than 2^63 elements.
+  if (acc.size() > 1) checked_numel(acc, Op::name);
+  return acc;
 }
+} // namespace detail
 
 namespace detail {
 

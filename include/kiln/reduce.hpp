@@ -214,9 +214,10 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
   E expr;
   kiln::axes over;
   bool keepdims;
-  reduce_node(E e, kiln::axes a, bool k) : expr(std::move(e)), over(std::move(a)), keepdims(k) {
-    detail::require_operand(expr, R::name);
-  }
+  // The result shape is computed, and the axes checked, when the node is built: an axis
+  // error is raised at the reduction that causes it (point 5 of issue 11).
+  reduce_node(E e, kiln::axes a, bool k)
+      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {}
 
   // Which input dims are folded (validated against the input's rank).
   std::array<bool, max_rank> mask(int rank) const {
@@ -230,8 +231,12 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
     }
     return m;
   }
-  kiln::shape result_shape() const {
-    const kiln::shape s = shape_of(expr);
+  const kiln::shape& result_shape() const { return out_shape; }
+
+private:
+  kiln::shape make_shape() const {
+    detail::require_operand(expr, R::name);
+    const kiln::shape& s = shape_of(expr);
     const auto m = mask(s.size());
     kiln::shape r;
     for (int d = 0; d < s.size(); ++d)
@@ -241,12 +246,15 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
         r.push_back(1);
     return r;
   }
+
+public:
+  kiln::shape out_shape; // after the members make_shape reads
 };
 template <class R, class E>
 struct is_expression_type<reduce_node<R, E>> : std::true_type {};
 
 template <class R, class E>
-kiln::shape shape_of(const reduce_node<R, E>& n) {
+const kiln::shape& shape_of(const reduce_node<R, E>& n) {
   return n.result_shape();
 }
 template <class R, class E, class F>
