@@ -278,6 +278,18 @@ TEST_CASE("KILN_* settings: one parser, errors under the variable's name", "[sha
   }
   env_override f("KILN_VK_VALIDATION", "0");
   CHECK_FALSE(kiln::settings::flag("KILN_VK_VALIDATION", true));
+  // Word lists: KILN_LOG.
+  auto log_jit = [] { return kiln::settings::in_list("KILN_LOG", "jit", {"jit", "all"}); };
+  for (const char* bad : {"jti", "jit,", "jit, all", "JIT"}) {
+    env_override l("KILN_LOG", bad);
+    expect_error(log_jit, "KILN_LOG", {"comma list", bad});
+  }
+  for (const char* good : {"jit", "all", "all,jit"}) {
+    env_override l("KILN_LOG", good);
+    CHECK(log_jit());
+  }
+  env_override l("KILN_LOG", nullptr);
+  CHECK_FALSE(log_jit());
 }
 
 // numpy's slice.indices (CPython's PySlice_GetIndicesEx), in 128-bit arithmetic so that it

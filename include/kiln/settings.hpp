@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -76,6 +77,30 @@ inline bool flag(const char* name, bool fallback = false) {
   if (!t) return fallback;
   if (*t != "0" && *t != "1") bad_value(name, *t, "0 or 1");
   return *t == "1";
+}
+
+// A comma list of words from `allowed` (KILN_LOG=jit): whether it names `word` or "all".
+// Not set: false; a word outside `allowed` is an error (a typo would silently log nothing).
+inline bool in_list(const char* name, std::string_view word,
+                    std::initializer_list<std::string_view> allowed) {
+  const auto t = text(name);
+  if (!t) return false;
+  std::string expected = "a comma list of";
+  for (const auto a : allowed)
+    expected += " " + std::string(a);
+  bool found = false;
+  std::string_view rest = *t;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    bool known = false;
+    for (const auto a : allowed)
+      known = known || item == a;
+    if (!known) bad_value(name, *t, expected);
+    found = found || item == word || item == "all";
+    if (comma == std::string_view::npos) return found;
+    rest.remove_prefix(comma + 1);
+  }
 }
 
 } // namespace kiln::settings
