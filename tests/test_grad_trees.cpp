@@ -162,9 +162,11 @@ TEST_CASE("grad with respect to a rank-0 tensor leaves the shared zero alone", "
   for (std::size_t i = 0; i < xv.size(); ++i)
     ref += xv[i] * yv[i % 4] * std::exp(values(s)[0] * xv[i]);
   check_close(values(ds), {ref}, 1e-12, "d/ds");
+  // No leaf of f has unused's type, so its gradient is the shared zero, broadcast.
   const kiln::tensor<double> unused = random_tensor({5});
-  auto [du] = kiln::grad(kiln::sum(s * 2.0), unused);
+  auto [du] = kiln::grad(kiln::sum(kiln::cast<double>(kiln::ones<float>({7}))), unused);
   CHECK(values(du) == std::vector<double>(5, 0.0));
+  CHECK(kiln::autodiff::scalar_zero<double>(kiln::device{}).item() == 0.0);
 }
 
 TEST_CASE("second order: grad of grad", "[grad]") {
