@@ -152,6 +152,23 @@ TEST_CASE("grad with respect to an unused tensor is zeros of its shape", "[grad]
   CHECK(values(dl) == std::vector<double>(5, 0.0));
 }
 
+TEST_CASE("grad with respect to a rank-0 tensor leaves the shared zero alone", "[grad]") {
+  // The adjoint of a rank-0 tensor used broadcast is summed into storage of its own; it
+  // was written into the rank-0 zero that every unused gradient is a view of.
+  const auto s = random_tensor({}), x = random_tensor({3, 4}), y = random_tensor({4});
+  auto [ds] = kiln::grad(kiln::sum(kiln::exp(s * x) * y), s);
+  const auto xv = values(x), yv = values(y);
+  double ref = 0;
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    ref += xv[i] * yv[i % 4] * std::exp(values(s)[0] * xv[i]);
+  check_close(values(ds), {ref}, 1e-12, "d/ds");
+  // No leaf of f has unused's type, so its gradient is the shared zero, broadcast.
+  const kiln::tensor<double> unused = random_tensor({5});
+  auto [du] = kiln::grad(kiln::sum(kiln::cast<double>(kiln::ones<float>({7}))), unused);
+  CHECK(values(du) == std::vector<double>(5, 0.0));
+  CHECK(kiln::autodiff::scalar_zero<double>(kiln::device{}).item() == 0.0);
+}
+
 TEST_CASE("second order: grad of grad", "[grad]") {
   const auto x = random_tensor({9}, -3, 3);
   auto [d1] = kiln::grad(kiln::sum(kiln::sin(x)), x);

@@ -19,16 +19,23 @@ int os_threads() { // this process's thread count, from the kernel
 }
 } // namespace
 
-TEST_CASE("KILN_NUM_THREADS sets the pool size and junk is ignored", "[threads]") {
+TEST_CASE("KILN_NUM_THREADS sets the pool size and junk is an error naming it", "[threads]") {
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ::setenv("KILN_NUM_THREADS", "3", 1);
   CHECK(kiln::thread_pool::default_threads() == 3);
   ::setenv("KILN_NUM_THREADS", "1", 1);
   CHECK(kiln::thread_pool::default_threads() == 1);
-  for (const char* junk : {"0", "-2", "two", "4x", ""}) {
+  for (const char* junk : {"0", "-2", "two", "4x", "1025"}) {
     ::setenv("KILN_NUM_THREADS", junk, 1);
-    CHECK(kiln::thread_pool::default_threads() == hw);
+    try {
+      kiln::thread_pool::default_threads();
+      FAIL("no kiln::error for KILN_NUM_THREADS=" << junk);
+    } catch (const kiln::error& e) {
+      CHECK(e.op() == "KILN_NUM_THREADS");
+    }
   }
+  ::setenv("KILN_NUM_THREADS", "", 1); // empty: not set
+  CHECK(kiln::thread_pool::default_threads() == hw);
   ::unsetenv("KILN_NUM_THREADS");
   CHECK(kiln::thread_pool::default_threads() == hw);
 }

@@ -116,22 +116,45 @@ inline std::vector<device_info> list_devices() {
 
 inline std::vector<device_info> devices() { return detail::list_devices(); }
 
+namespace detail {
+// kiln::devices() as one line for error messages: "host (available), vulkan:0 (available), ..."
+inline std::string devices_line(const std::vector<device_info>& all) {
+  std::string s;
+  for (const auto& i : all)
+    s += (s.empty() ? "" : ", ") + i.device.str() +
+         (i.available ? " (available)" : " (unavailable)");
+  return s;
+}
+} // namespace detail
+
 // A device named by a string must be usable here; this says why not.
-inline device::device(std::string_view spec) : device(parse(spec)) {
+inline device::device(std::string_view spec, const std::string& op) : device(parse(spec, op)) {
   if (is_host()) return;
-  for (const auto& i : detail::list_devices())
+  const auto all = detail::list_devices();
+  for (const auto& i : all)
     if (i.device == *this) {
-      if (!i.available)
-        throw error("device", "device is not available", str() + ": " + i.description);
+      if (!i.available) throw error(op, "device is not available", str() + ": " + i.description);
       return;
     }
-  throw error("device", "no such device", str() + " is not among kiln::devices() on this machine");
+  throw error(op, "no such device",
+              str() +
+                  " is not among kiln::devices() on this machine: " + detail::devices_line(all));
 }
 
-// KILN_DEVICE, else host.
+// Where creation functions place tensors when no device is given (as PyTorch's
+// set_default_device): KILN_DEVICE if set, else the host. Read at each call, so a program
+// may change it; the parsed device is cached per thread while the text stays the same
+// (naming a device asks the backends, which is not free).
 inline device default_device() {
   const char* env = std::getenv("KILN_DEVICE");
-  return env && *env ? device(std::string_view(env)) : device{};
+  if (!env || !*env) return device{};
+  thread_local std::string last;
+  thread_local device parsed;
+  if (last != env) {
+    parsed = device(std::string_view(env), "KILN_DEVICE");
+    last = env;
+  }
+  return parsed;
 }
 
 // Bytes in use, reserved and peak on a device (host: zeros; host memory is malloc's).

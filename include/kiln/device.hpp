@@ -3,8 +3,11 @@
 // "metal:N" for GPU backends. Naming a device that is not usable here is a kiln::error with
 // the reason (backend.hpp asks the backend registry).
 #include "kiln/error.hpp"
+#include "kiln/settings.hpp"
 
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,8 +18,10 @@ enum class device_kind : std::uint8_t { host, vulkan, cuda, metal };
 
 class device {
 public:
-  device() = default;                     // host
-  explicit device(std::string_view spec); // defined in backend.hpp
+  device() = default; // host
+  // Parses and checks that the device is usable here (defined in backend.hpp); errors
+  // name `op` ("device", or "KILN_DEVICE" for the environment's default).
+  explicit device(std::string_view spec, const std::string& op = "device");
   device(device_kind k, int index) : kind_(k), index_(index) {}
 
   device_kind kind() const noexcept { return kind_; }
@@ -31,19 +36,13 @@ public:
   friend bool operator==(const device&, const device&) = default;
 
 private:
-  static device parse(std::string_view spec) {
+  // Strict: "host", "cpu", or backend:index with a decimal index in int range; no spaces,
+  // no sign, no "vulkan" without an index. A lenient parse read "vulkan: 0" and
+  // "vulkan:4294967296" as vulkan:0.
+  static device parse(std::string_view spec, const std::string& op) {
     if (spec == "host" || spec == "cpu") return device{};
     const auto colon = spec.find(':');
     const std::string_view kind = spec.substr(0, colon);
-    int index = 0;
-    if (colon != std::string_view::npos) {
-      const std::string idx(spec.substr(colon + 1));
-      char* end = nullptr;
-      const long v = std::strtol(idx.c_str(), &end, 10);
-      if (idx.empty() || *end != '\0' || v < 0)
-        throw error("device", "malformed device index", "\"" + std::string(spec) + "\"");
-      index = static_cast<int>(v);
-    }
     device_kind k;
     if (kind == "vulkan")
       k = device_kind::vulkan;
@@ -52,9 +51,16 @@ private:
     else if (kind == "metal")
       k = device_kind::metal;
     else
-      throw error("device", "unknown device",
+      throw error(op, "unknown device",
                   "\"" + std::string(spec) + "\"; expected host, vulkan:N, cuda:N or metal:N");
-    return device(k, index);
+    const auto index = colon == std::string_view::npos
+                           ? std::nullopt
+                           : settings::parse_decimal(spec.substr(colon + 1), INT32_MAX);
+    if (!index)
+      throw error(op, "malformed device index",
+                  "\"" + std::string(spec) + "\"; expected " + std::string(kind) +
+                      ":N with N a decimal number in [0, 2147483647], no spaces or sign");
+    return device(k, static_cast<int>(*index));
   }
   device_kind kind_ = device_kind::host;
   int index_ = 0;

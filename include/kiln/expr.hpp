@@ -13,6 +13,7 @@
 
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace kiln {
@@ -58,12 +59,22 @@ struct scalar_expr : expression_base<scalar_expr<T>> {
 template <element T>
 struct is_expression_type<scalar_expr<T>> : std::true_type {};
 
+namespace detail {
+template <class Op, class... C>
+kiln::shape broadcast_children(const hana::tuple<C...>& children);
+}
+
+// A node knows its broadcast shape from when it is built: a shape error is raised at the
+// op that causes it, as numpy does, not where the expression is later evaluated; and
+// evaluation reads the shape instead of folding the tree again.
 template <class Op, class... Children>
 struct expr_node : expression_base<expr_node<Op, Children...>> {
   using op = Op;
   using value_type = typename Op::rule::template result<value_t<Children>...>;
   hana::tuple<Children...> children;
-  explicit expr_node(Children... ch) : children(std::move(ch)...) {}
+  kiln::shape out_shape;
+  explicit expr_node(Children... ch)
+      : children(std::move(ch)...), out_shape(detail::broadcast_children<Op>(children)) {}
 };
 template <class Op, class... Children>
 struct is_expression_type<expr_node<Op, Children...>> : std::true_type {};
@@ -78,15 +89,25 @@ kiln::shape shape_of(const scalar_expr<T>&) {
   return {};
 }
 template <class Op, class... C>
-kiln::shape shape_of(const expr_node<Op, C...>& n) {
-  return hana::fold_left(n.children, kiln::shape{}, [](kiln::shape acc, const auto& c) {
+const kiln::shape& shape_of(const expr_node<Op, C...>& n) {
+  return n.out_shape;
+}
+
+namespace detail {
+template <class Op, class... C>
+kiln::shape broadcast_children(const hana::tuple<C...>& children) {
+  kiln::shape acc = hana::fold_left(children, kiln::shape{}, [](kiln::shape acc, const auto& c) {
     const kiln::shape& s = shape_of(c);
     if (!broadcast_into(acc, s))
       throw error(std::string(Op::name), "shapes cannot be broadcast together",
                   "shapes " + acc.str() + " and " + s.str());
     return acc;
   });
+  // Broadcast views of valid tensors can meet in a shape of more than 2^63 elements.
+  if (acc.size() > 1) checked_numel(acc, Op::name);
+  return acc;
 }
+} // namespace detail
 
 namespace detail {
 
@@ -105,9 +126,23 @@ struct peer_type<X, R...> {
   using type = promote_t<value_t<X>, typename peer_type<R...>::type>;
 };
 
-template <class Peer, class X>
+// An empty tensor handle has no storage to read: refuse it where the node is built, once,
+// so no evaluator ever meets a leaf without storage.
+template <class X>
+void require_operand(const X& x, std::string_view op) {
+  if constexpr (requires {
+                  x.empty();
+                  x.storage();
+                })
+    if (x.empty())
+      throw error(std::string(op), "tensor is empty",
+                  "an operand is a default-constructed tensor handle with no storage");
+}
+
+template <class Op, class Peer, class X>
 auto as_child(X&& x) {
   if constexpr (expression<X>) {
+    require_operand(x, Op::name);
     return std::remove_cvref_t<X>(std::forward<X>(x));
   } else {
     using S = scalar_element_t<std::remove_cvref_t<X>>;
@@ -132,9 +167,9 @@ auto as_child(X&& x) {
 template <class Op, class... X>
 auto make_node(X&&... x) {
   using Peer = typename detail::peer_type<std::remove_cvref_t<X>...>::type;
-  using Node = expr_node<Op, decltype(detail::as_child<Peer>(std::forward<X>(x)))...>;
-  Op::rule::template check<value_t<decltype(detail::as_child<Peer>(std::forward<X>(x)))>...>();
-  return Node(detail::as_child<Peer>(std::forward<X>(x))...);
+  using Node = expr_node<Op, decltype(detail::as_child<Op, Peer>(std::forward<X>(x)))...>;
+  Op::rule::template check<value_t<decltype(detail::as_child<Op, Peer>(std::forward<X>(x)))>...>();
+  return Node(detail::as_child<Op, Peer>(std::forward<X>(x))...);
 }
 
 // An op's spelling in a device dialect (GLSL, CUDA C++, MSL): an expression in $0 $1 $2,

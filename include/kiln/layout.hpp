@@ -4,6 +4,7 @@
 // a pure function from layout to layout; tensor<T> wraps these with its storage.
 #include "kiln/shape.hpp"
 
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -52,6 +53,7 @@ namespace views {
 
 inline layout broadcast_to(const layout& l, const kiln::shape& target,
                            const char* op = "broadcast_to") {
+  checked_numel(target, op);
   if (target.size() < l.rank())
     throw error(op, "cannot broadcast to a lower rank",
                 "shape " + l.shape.str() + " to " + target.str());
@@ -94,7 +96,8 @@ inline layout permute(const layout& l, std::span<const std::int64_t> perm) {
 inline layout narrow(const layout& l, std::int64_t dim, std::int64_t start, std::int64_t len) {
   const int d = normalize_axis(dim, l.rank(), "narrow");
   if (start < 0) start += l.shape[d];
-  if (start < 0 || len < 0 || start + len > l.shape[d])
+  // len > extent - start, not start + len > extent: len may be near INT64_MAX.
+  if (start < 0 || len < 0 || start > l.shape[d] || len > l.shape[d] - start)
     throw error("narrow", "range out of bounds",
                 "start " + std::to_string(start) + ", length " + std::to_string(len) + " on dim " +
                     std::to_string(d) + " of shape " + l.shape.str());
@@ -104,31 +107,36 @@ inline layout narrow(const layout& l, std::int64_t dim, std::int64_t start, std:
   return r;
 }
 
-// numpy-style slice [start:stop:step] on one dim; negative start/stop count from the end
-// and out-of-range bounds are clamped, as numpy does; a zero step is an error.
+// numpy-style slice [start:stop:step] on one dim, with numpy's slice.indices rules:
+// negative start/stop count from the end, out-of-range bounds clamp, a step below
+// -INT64_MAX is -INT64_MAX (as CPython's PY_SSIZE_T_MAX clamp), and a zero step is an error.
 inline layout slice(const layout& l, std::int64_t dim, std::int64_t start, std::int64_t stop,
                     std::int64_t step) {
   const int d = normalize_axis(dim, l.rank(), "slice");
   if (step == 0) throw error("slice", "step must not be zero", "dim " + std::to_string(d));
+  step = std::max(step, -std::numeric_limits<std::int64_t>::max()); // so that -step exists
   const std::int64_t n = l.shape[d];
-  auto fix = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) {
-    if (v < 0) v += n;
-    return std::clamp(v, lo, hi);
+  auto fix = [&](std::int64_t v) {
+    if (v < 0) {
+      v = v < -n ? (step < 0 ? -1 : 0) : v + n;
+    } else if (v >= n) {
+      v = step < 0 ? n - 1 : n;
+    }
+    return v;
   };
-  std::int64_t len;
-  if (step > 0) {
-    start = fix(start, 0, n);
-    stop = fix(stop, 0, n);
-    len = stop > start ? (stop - start + step - 1) / step : 0;
-  } else {
-    start = fix(start, -1, n - 1);
-    stop = fix(stop, -1, n - 1);
-    len = start > stop ? (start - stop - step - 1) / (-step) : 0;
-  }
+  start = fix(start);
+  stop = fix(stop);
+  // Differences of clamped bounds lie in [-1, n] and cannot overflow.
+  std::int64_t len = 0;
+  if (step > 0 && start < stop) len = (stop - start - 1) / step + 1;
+  if (step < 0 && stop < start) len = (start - stop - 1) / (-step) + 1;
   layout r = l;
   if (len > 0) r.offset += start * l.strides[d];
   r.shape[d] = len;
-  r.strides[d] = l.strides[d] * step;
+  // With one element or none the stride is never used; otherwise |step| < n keeps it in range.
+  if (len > 1 && __builtin_mul_overflow(l.strides[d], step, &r.strides[d]))
+    throw error("slice", "stride overflows int64",
+                "stride " + std::to_string(l.strides[d]) + " times step " + std::to_string(step));
   return r;
 }
 
@@ -189,8 +197,11 @@ inline std::optional<layout> try_reshape(const layout& l, kiln::shape target) {
       infer = i;
     } else if (target[i] < 0) {
       throw error("reshape", "negative extent", "shape " + target.str());
-    } else {
-      known *= target[i];
+    } else if (__builtin_mul_overflow(known, target[i], &known) &&
+               std::find(target.begin(), target.end(), 0) == target.end()) {
+      // A wrapped product could equal the element count and pass the size check below.
+      throw error("reshape", "shape too large",
+                  "shape " + target.str() + " has more than 2^63 elements");
     }
   }
   if (infer >= 0) {

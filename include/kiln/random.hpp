@@ -44,10 +44,10 @@ double unit(const std::array<std::uint32_t, 4>& w) {
 
 namespace detail {
 template <class T, class F>
-tensor<T> generate(const shape& s, const device& dev, F&& f) {
+tensor<T> generate(const shape& s, const device& dev, const char* op, F&& f) {
   static_assert(is_floating(dtype_of<T>()),
                 "kiln: random tensors are floating (f16, bf16, f32, f64)");
-  tensor<T> t = empty<T>(s); // drawn on the host (a function of seed and index), then moved
+  tensor<T> t(s, device{}, op); // drawn on the host (a function of seed and index), then moved
   T* p = t.data();
   const std::int64_t n = t.size();
   const int tasks = static_cast<int>(std::clamp<std::int64_t>(n / 65536, 1, num_threads()));
@@ -55,18 +55,18 @@ tensor<T> generate(const shape& s, const device& dev, F&& f) {
     for (std::int64_t i = n * k / tasks; i < n * (k + 1) / tasks; ++i)
       p[i] = f(static_cast<std::uint64_t>(i));
   });
-  return t.to(dev);
+  return kiln::detail::moved(t, dev, op);
 }
 } // namespace detail
 
 // Uniform in [low, high).
 template <element T>
 tensor<T> uniform(const shape& s, std::uint64_t seed, double low = 0, double high = 1,
-                  const device& dev = {}) {
+                  const device& dev = default_device()) {
   if (!(low < high) || !std::isfinite(high - low))
     throw error("random::uniform", "need finite low < high",
                 "low " + std::to_string(low) + ", high " + std::to_string(high));
-  return detail::generate<T>(s, dev, [&](std::uint64_t i) {
+  return detail::generate<T>(s, dev, "random::uniform", [&](std::uint64_t i) {
     T v = convert<T>(low + (high - low) * unit<T>(words(seed, i, 0)));
     if (!(compute_t<T>(v) < compute_t<T>(convert<T>(high))))
       v = convert<T>(low); // rounding hit high
@@ -77,11 +77,11 @@ tensor<T> uniform(const shape& s, std::uint64_t seed, double low = 0, double hig
 // Normal with the given mean and standard deviation (Box-Muller on one Philox block).
 template <element T>
 tensor<T> normal(const shape& s, std::uint64_t seed, double mean = 0, double stddev = 1,
-                 const device& dev = {}) {
+                 const device& dev = default_device()) {
   if (!(stddev >= 0) || !std::isfinite(stddev))
     throw error("random::normal", "standard deviation must be finite and >= 0",
                 "stddev " + std::to_string(stddev));
-  return detail::generate<T>(s, dev, [&](std::uint64_t i) {
+  return detail::generate<T>(s, dev, "random::normal", [&](std::uint64_t i) {
     const auto w = words(seed, i, 1);
     const double u1 =
         (static_cast<double>(((std::uint64_t{w[0]} << 32) | w[1]) >> 11) + 1) * 0x1p-53;

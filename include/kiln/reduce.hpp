@@ -214,7 +214,10 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
   E expr;
   kiln::axes over;
   bool keepdims;
-  reduce_node(E e, kiln::axes a, bool k) : expr(std::move(e)), over(std::move(a)), keepdims(k) {}
+  // The result shape is computed, and the axes checked, when the node is built: an axis
+  // error is raised at the reduction that causes it (point 5 of issue 11).
+  reduce_node(E e, kiln::axes a, bool k)
+      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {}
 
   // Which input dims are folded (validated against the input's rank).
   std::array<bool, max_rank> mask(int rank) const {
@@ -228,8 +231,12 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
     }
     return m;
   }
-  kiln::shape result_shape() const {
-    const kiln::shape s = shape_of(expr);
+  const kiln::shape& result_shape() const { return out_shape; }
+
+private:
+  kiln::shape make_shape() const {
+    detail::require_operand(expr, R::name);
+    const kiln::shape& s = shape_of(expr);
     const auto m = mask(s.size());
     kiln::shape r;
     for (int d = 0; d < s.size(); ++d)
@@ -239,12 +246,15 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
         r.push_back(1);
     return r;
   }
+
+public:
+  kiln::shape out_shape; // after the members make_shape reads
 };
 template <class R, class E>
 struct is_expression_type<reduce_node<R, E>> : std::true_type {};
 
 template <class R, class E>
-kiln::shape shape_of(const reduce_node<R, E>& n) {
+const kiln::shape& shape_of(const reduce_node<R, E>& n) {
   return n.result_shape();
 }
 template <class R, class E, class F>
@@ -412,6 +422,8 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 template <class R, class E>
 auto materialize(const reduce_node<R, E>& n) {
   const auto inner = detail::evaluate_leaf_copy(materialize(n.expr));
+  // Broadcast views can make an input of more than 2^63 elements: refuse, not wrap.
+  checked_numel(shape_of(inner), R::name);
   const auto m = n.mask(shape_of(inner).size());
   const kiln::device where = detail::device_of(inner);
   tensor<value_t<reduce_node<R, E>>> out(n.result_shape(), where);

@@ -94,11 +94,31 @@ private:
 using shape = small_dims<std::int64_t>;
 using strides = small_dims<std::int64_t>;
 
+// Unchecked: every shape held by a tensor or layout went through checked_numel first.
 inline std::int64_t numel(const shape& s) noexcept {
-  std::int64_t n = 1;
+  std::uint64_t n = 1; // unsigned: no undefined behaviour even for a shape not yet checked
   for (auto e : s)
-    n *= e;
-  return n;
+    n *= static_cast<std::uint64_t>(e);
+  return static_cast<std::int64_t>(n);
+}
+
+// The element count of a shape about to be used for a tensor or view, or a kiln::error
+// naming `op`: a negative extent, or a count (or its size in bytes, for `elem_bytes`) that
+// does not fit in int64, would otherwise wrap into a small or negative size.
+inline std::int64_t checked_numel(const shape& s, const char* op, std::int64_t elem_bytes = 1) {
+  std::int64_t n = 1;
+  bool wrapped = false;
+  for (auto e : s) {
+    if (e < 0) throw error(op, "negative extent", "shape " + s.str());
+    wrapped = wrapped || __builtin_mul_overflow(n, e, &n);
+  }
+  std::int64_t bytes = 0;
+  if (!wrapped && !__builtin_mul_overflow(n, elem_bytes, &bytes)) return n;
+  // A zero extent makes the count 0 however large the others are.
+  if (std::find(s.begin(), s.end(), std::int64_t{0}) != s.end()) return 0;
+  throw error(op, "shape too large",
+              "shape " + s.str() + " has more than 2^63 " +
+                  (elem_bytes > 1 ? "bytes" : "elements"));
 }
 
 // numpy broadcasting: align on the right; a dim of 1 stretches.
@@ -119,6 +139,7 @@ inline shape broadcast_shapes(const shape& a, const shape& b, const char* op = "
   shape r = a;
   if (!broadcast_into(r, b))
     throw error(op, "shapes cannot be broadcast together", "shapes " + a.str() + " and " + b.str());
+  checked_numel(r, op);
   return r;
 }
 

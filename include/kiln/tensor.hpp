@@ -99,9 +99,9 @@ public:
   tensor(tensor&&) noexcept = default;
   ~tensor() = default;
 
-  // Uninitialized storage of the given shape (see kiln::empty).
-  explicit tensor(const kiln::shape& s, const kiln::device& dev = {})
-      : storage_(make_storage(numel(s), dev)), layout_(layout::contiguous(s)) {}
+  // Uninitialized storage of the given shape (see kiln::empty); errors name `op`.
+  explicit tensor(const kiln::shape& s, const kiln::device& dev = {}, const char* op = "alloc")
+      : storage_(make_storage(s, dev, op)), layout_(layout::contiguous(s)) {}
 
   tensor(std::shared_ptr<kiln::storage> st, kiln::layout l)
       : storage_(std::move(st)), layout_(std::move(l)) {}
@@ -118,6 +118,7 @@ public:
   // contiguous tensor whose shape differs, takes new storage of the source's shape.
   tensor& operator=(const tensor& other) & {
     if (this == &other) return *this;
+    other.require_storage("assign");
     prepare_for(other.shape(), other.device());
     detail::assign(*this, other);
     return *this;
@@ -132,6 +133,8 @@ public:
   }
   // Writing through a temporary view: `t.narrow(0, 1, 2) = other;`
   tensor& operator=(const tensor& other) && {
+    require_storage("assign");
+    other.require_storage("assign");
     detail::assign(*this, other);
     return *this;
   }
@@ -156,7 +159,8 @@ public:
   // Fill with a scalar.
   template <scalar S>
   tensor& operator=(S v) {
-    if (!storage_) throw error("assign", "cannot fill an empty tensor", "give it a shape first");
+    if (!storage_)
+      throw error("assign", "tensor is empty", "cannot fill it: give it a shape first");
     detail::assign(*this, scalar_expr<T>(convert<T>(static_cast<scalar_element_t<S>>(v))));
     return *this;
   }
@@ -232,7 +236,7 @@ public:
     if (dev == device()) return *this;
     if (!device().is_host() && !dev.is_host()) return to(kiln::device{}).to(dev);
     const tensor src = is_contiguous() ? *this : clone(); // contiguous, on our device
-    tensor r(shape(), dev);
+    tensor r(shape(), dev, "to");
     const std::size_t bytes = static_cast<std::size_t>(size()) * sizeof(T);
     if (bytes == 0) return r;
     if (dev.is_host())
@@ -245,6 +249,7 @@ public:
 
   // --- views: no copy, writes go to the same storage
   tensor reshape(const kiln::shape& s) const {
+    require_storage("reshape");
     auto l = views::try_reshape(layout_, s);
     if (!l)
       throw error("reshape", "this layout cannot be viewed with the new shape",
@@ -252,24 +257,36 @@ public:
                       "; call contiguous() first");
     return view(*l);
   }
-  tensor transpose() const { return view(views::transpose(layout_)); }
+  tensor transpose() const {
+    return view("transpose", [&] { return views::transpose(layout_); });
+  }
   tensor permute(std::initializer_list<std::int64_t> perm) const {
-    return view(views::permute(layout_, std::span(perm.begin(), perm.size())));
+    return view("permute",
+                [&] { return views::permute(layout_, std::span(perm.begin(), perm.size())); });
   }
   tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t len) const {
-    return view(views::narrow(layout_, dim, start, len));
+    return view("narrow", [&] { return views::narrow(layout_, dim, start, len); });
   }
   tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop,
                std::int64_t step = 1) const {
-    return view(views::slice(layout_, dim, start, stop, step));
+    return view("slice", [&] { return views::slice(layout_, dim, start, stop, step); });
   }
-  tensor squeeze() const { return view(views::squeeze(layout_)); }
-  tensor squeeze(std::int64_t dim) const { return view(views::squeeze(layout_, dim)); }
-  tensor unsqueeze(std::int64_t dim) const { return view(views::unsqueeze(layout_, dim)); }
-  tensor broadcast_to(const kiln::shape& s) const { return view(views::broadcast_to(layout_, s)); }
+  tensor squeeze() const {
+    return view("squeeze", [&] { return views::squeeze(layout_); });
+  }
+  tensor squeeze(std::int64_t dim) const {
+    return view("squeeze", [&] { return views::squeeze(layout_, dim); });
+  }
+  tensor unsqueeze(std::int64_t dim) const {
+    return view("unsqueeze", [&] { return views::unsqueeze(layout_, dim); });
+  }
+  tensor broadcast_to(const kiln::shape& s) const {
+    return view("broadcast_to", [&] { return views::broadcast_to(layout_, s); });
+  }
   // t(1, kiln::all, kiln::range{0, 8, 2}, kiln::newaxis)
   template <index_arg... I>
   tensor operator()(I... idx) const {
+    require_storage("index");
     kiln::layout l = layout_;
     int dim = 0;
     const int given = ((std::is_same_v<I, newaxis_t> ? 0 : 1) + ... + 0);
@@ -291,8 +308,22 @@ public:
   }
 
 private:
-  static std::shared_ptr<kiln::storage> make_storage(std::int64_t n, const kiln::device& dev) {
-    return std::make_shared<kiln::storage>(dtype_of<T>(), n, dev);
+  // Storage for a contiguous tensor of shape s. The count and the byte size are checked
+  // (a wrapped size would be a small buffer indexed as a huge one), and every failure,
+  // the backend's and the host's bad_alloc too, is reported as `op` with the shape.
+  static std::shared_ptr<kiln::storage> make_storage(const kiln::shape& s, const kiln::device& dev,
+                                                     const char* op) {
+    const std::int64_t n = checked_numel(s, op, sizeof(T));
+    try {
+      return std::make_shared<kiln::storage>(dtype_of<T>(), n, dev);
+    } catch (const error& e) {
+      throw error(op, e.reason(),
+                  e.details() + "; shape " + s.str() + " of " + std::string(name(dtype())));
+    } catch (const std::bad_alloc&) {
+      throw error(op, "out of host memory",
+                  "shape " + s.str() + " of " + std::string(name(dtype())) + ": " +
+                      std::to_string(n * static_cast<std::int64_t>(sizeof(T))) + " bytes");
+    }
   }
   // The element `off` elements past the layout's offset; a device tensor waits to read it.
   T read_element(std::int64_t off) const {
@@ -303,6 +334,12 @@ private:
     return v;
   }
   tensor view(kiln::layout l) const { return tensor(storage_, std::move(l)); }
+  // A view of a handle with storage: an empty handle's rank-0 layout would read as one element.
+  template <class F>
+  tensor view(const char* op, F&& make_layout) const {
+    require_storage(op);
+    return tensor(storage_, make_layout());
+  }
   void require_storage(const char* op) const {
     if (!storage_) throw error(op, "tensor is empty", "it has no storage");
   }
@@ -315,7 +352,7 @@ private:
       kiln::shape b = shape();
       if (shape() == s || (broadcast_into(b, s) && b == shape()) || !is_whole()) return;
     }
-    storage_ = make_storage(numel(s), storage_ ? device() : values_on);
+    storage_ = make_storage(s, storage_ ? device() : values_on, "assign");
     layout_ = layout::contiguous(s);
   }
   bool is_whole() const noexcept {
@@ -348,7 +385,9 @@ private:
 template <element T, class E>
 class pending_assign {
 public:
-  pending_assign(const tensor<T>& dst, E e) : dst_(dst), expr_(std::move(e)) {}
+  pending_assign(const tensor<T>& dst, E e) : dst_(dst), expr_(std::move(e)) {
+    if (dst_.empty()) throw error("assign", "tensor is empty", "the target has no storage");
+  }
   pending_assign(const pending_assign&) = delete;
   pending_assign& operator=(const pending_assign&) = delete;
   ~pending_assign() noexcept(false) {

@@ -234,7 +234,10 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
   const kiln::device dev = n.wrt.device();
   const tensor<R> zero = scalar_zero<R>(dev);
   std::shared_ptr<kiln::storage> st; // the scattered routes' sum, once there is one
-  tensor<R> z = zero;
+  // The layout z reads st through. Not a tensor handle assigned later: assigning a tensor
+  // writes values, and z starting as a copy of the shared zero would write into it (a
+  // rank-0 wrt did, and every later unused gradient read the last adjoint).
+  layout zl;
   std::array<bool, N> on{};
   std::size_t k = 0;
   hana::for_each(n.routes, [&](const auto& r) {
@@ -252,16 +255,17 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
         const tensor<R> u = unbroadcast(evaluate_as(e, r.full, dev), r.leaf.layout(), l);
         const tensor<R> into(st, l);
         detail::assign(into, into + u);
-        z = tensor<R>(st, n.wrt.layout());
+        zl = n.wrt.layout();
       } else {
         // The transpose: the wrt-shaped adjoint written into the wrt's elements, read back
         // through the leaf's layout (and broadcast by the evaluator to `full`).
         detail::assign(tensor<R>(st, n.wrt.layout()), e);
-        z = tensor<R>(st, r.leaf.layout());
+        zl = r.leaf.layout();
       }
     }
     ++k;
   });
+  const tensor<R> z = st ? tensor<R>(st, zl) : zero;
   return gated_sum<R>(ms, on, z, bool(st), std::make_index_sequence<N>{});
 }
 

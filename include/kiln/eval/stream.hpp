@@ -11,6 +11,7 @@
 // slower with streaming stores (the heavy expression of bench/elementwise.cpp at 2^24).
 #include "kiln/eval/readers.hpp"
 #include "kiln/ops/rules.hpp"
+#include "kiln/settings.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -26,11 +27,8 @@ namespace kiln::detail {
 
 // KILN_STREAM_BYTES: a whole number of bytes; 0 means never.
 inline std::int64_t parse_stream_bytes(const char* text) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || v < 0)
-    throw error("KILN_STREAM_BYTES", "not a non-negative whole number of bytes",
-                std::string("got \"") + text + "\"");
+  const auto v = settings::parse_integer("KILN_STREAM_BYTES", text, 0, INT64_MAX,
+                                         "a whole number of bytes (0: never)");
   return v == 0 ? INT64_MAX : std::int64_t(v);
 }
 
@@ -45,7 +43,8 @@ inline constexpr int
 // Bytes a pass must touch before it uses streaming stores.
 inline std::int64_t stream_threshold() {
   static const std::int64_t bytes = [] {
-    if (const char* env = std::getenv("KILN_STREAM_BYTES")) return parse_stream_bytes(env);
+    if (const auto env = settings::text("KILN_STREAM_BYTES"))
+      return parse_stream_bytes(env->c_str());
 #ifdef _SC_LEVEL3_CACHE_SIZE
     const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc > 0) return std::int64_t(llc) / 8 * 3;

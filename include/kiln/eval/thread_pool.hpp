@@ -3,6 +3,8 @@
 // condition variable between passes, so an evaluation never creates a thread. The
 // calling thread takes part in the work. A pass that arrives while another runs (from a
 // second user thread) or from inside a worker runs on the calling thread alone.
+#include "kiln/settings.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -70,14 +72,11 @@ public:
   // Passes that woke workers since start (small passes run on the caller and don't count).
   std::uint64_t parallel_passes() const noexcept { return parallel_passes_.load(); }
 
-  // KILN_NUM_THREADS if it is a positive integer, else the hardware's thread count.
+  // KILN_NUM_THREADS (an integer in [1, 1024]; anything else is a kiln::error naming it),
+  // else the hardware's thread count.
   static int default_threads() {
-    if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-      char* end = nullptr;
-      const long n = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
-    }
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return static_cast<int>(settings::integer("KILN_NUM_THREADS", hw, 1, 1024));
   }
 
 private:

@@ -20,6 +20,7 @@
 #include "kiln/jit/disk_cache_entry.hpp"
 #include "kiln/jit/hash.hpp"
 #include "kiln/jit/kernel_cache.hpp"
+#include "kiln/settings.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -86,30 +87,10 @@ public:
 
   // "268435456", "256M", "1G", "64k": a byte count with an optional binary K/M/G suffix.
   static std::uint64_t parse_max_bytes(std::string_view text) {
-    auto malformed = [&] {
-      return kiln::error("disk_cache", "malformed KILN_CACHE_MAX_BYTES",
-                         "KILN_CACHE_MAX_BYTES=\"" + std::string(text) +
-                             "\"; expected a byte count such as 268435456 or 256M "
-                             "(suffixes K, M, G are powers of 1024)");
-    };
-    std::string_view digits = text;
-    const char unit = digits.empty() ? '\0' : digits.back();
-    const int shift = (unit == 'k' || unit == 'K')   ? 10
-                      : (unit == 'm' || unit == 'M') ? 20
-                      : (unit == 'g' || unit == 'G') ? 30
-                                                     : 0;
-    if (shift != 0) digits.remove_suffix(1);
-    if (digits.empty()) throw malformed();
-    std::uint64_t value = 0;
-    constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-    for (const char c : digits) {
-      if (c < '0' || c > '9') throw malformed();
-      const auto d = static_cast<std::uint64_t>(c - '0');
-      if (value > (max - d) / 10) throw malformed(); // overflow
-      value = value * 10 + d;
-    }
-    if (value > (max >> shift)) throw malformed();
-    return value << shift;
+    return settings::parse_integer("KILN_CACHE_MAX_BYTES", text, 0, UINT64_MAX,
+                                   "a byte count such as 268435456 or 256M (suffixes K, M, G "
+                                   "are powers of 1024)",
+                                   true);
   }
 
   bool enabled() const { return enabled_; }

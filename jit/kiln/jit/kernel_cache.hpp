@@ -4,6 +4,7 @@
 // this path: it runs only when an expression type meets a device for the first time).
 // Also the JIT's logging (KILN_LOG=jit) and kernel dumps (KILN_DUMP_KERNELS=dir).
 #include "kiln/jit/hash.hpp"
+#include "kiln/settings.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -19,12 +20,7 @@ namespace kiln::jit {
 
 // KILN_LOG=jit (or a comma list containing jit, or all).
 inline bool log_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_LOG");
-    if (!v) return false;
-    const std::string s = "," + std::string(v) + ",";
-    return s.find(",jit,") != std::string::npos || s.find(",all,") != std::string::npos;
-  }();
+  static const bool on = settings::in_list("KILN_LOG", "jit", {"jit", "all"});
   return on;
 }
 inline void log(const std::string& line) {

@@ -18,25 +18,15 @@
 namespace kiln::jit::vk {
 
 inline bool validate_spirv_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_VALIDATE_SPIRV");
-    return v && std::string(v) == "1";
-  }();
+  static const bool on = settings::flag("KILN_VALIDATE_SPIRV");
   return on;
 }
 
-// A positive integer from the environment, else `fallback`; junk is a kiln::error.
+// An integer setting in [lo, hi], else `fallback`; a bad value is a kiln::error named after
+// the variable (not "device", which backend_for would report as the allocating op).
 inline std::uint32_t env_number(const char* name, std::uint32_t fallback, std::uint32_t lo,
                                 std::uint32_t hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const unsigned long n = std::strtoul(v, &end, 10);
-  if (*end != '\0' || n < lo || n > hi)
-    throw error("device", std::string("bad ") + name,
-                "\"" + std::string(v) + "\"; expected an integer in [" + std::to_string(lo) + ", " +
-                    std::to_string(hi) + "]");
-  return static_cast<std::uint32_t>(n);
+  return static_cast<std::uint32_t>(settings::integer(name, fallback, lo, hi));
 }
 
 // Why a device with these features cannot run a kernel using these dtypes ("" if it can).

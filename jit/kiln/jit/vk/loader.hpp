@@ -7,6 +7,7 @@
 #include <vulkan/vulkan.h>
 
 #include "kiln/error.hpp"
+#include "kiln/settings.hpp"
 
 #include <array>
 #include <cstdio>
@@ -219,8 +220,7 @@ private:
     auto create = reinterpret_cast<PFN_vkCreateInstance>(gipa(nullptr, "vkCreateInstance"));
     auto layers_of = reinterpret_cast<PFN_vkEnumerateInstanceLayerProperties>(
         gipa(nullptr, "vkEnumerateInstanceLayerProperties"));
-    const char* v = std::getenv("KILN_VK_VALIDATION");
-    const bool validate = v && std::string(v) == "1";
+    const bool validate = settings::flag("KILN_VK_VALIDATION");
     std::vector<const char*> layers, exts;
     if (validate) {
       std::uint32_t n = 0;
