@@ -169,6 +169,22 @@ TEST_CASE("grad with respect to a rank-0 tensor leaves the shared zero alone", "
   CHECK(kiln::autodiff::scalar_zero<double>(kiln::device{}).item() == 0.0);
 }
 
+TEST_CASE("zero and one fold away at the type level: adjoint types stay small", "[grad]") {
+  const auto z = random_tensor({6});
+  kiln::tensor<float> x({6}), y({6});
+  x = kiln::cast<float>(random_tensor({6}));
+  y = kiln::cast<float>(random_tensor({6}));
+  // d sum(z) / dz is the seed itself: no "* 1" node around it.
+  auto [plain] = kiln::grad(kiln::sum(z), z);
+  using seed_only = kiln::autodiff::adjoint_node<kiln::autodiff::direction::to_wrt, double,
+                                                 kiln::scalar_expr<double>>;
+  static_assert(std::is_same_v<decltype(plain), seed_only>);
+  // The x * y branch does not depend on z: its adjoint is zero and leaves no node.
+  auto [folded] = kiln::grad(kiln::sum(kiln::cast<double>(x * y) + z), z);
+  static_assert(std::is_same_v<decltype(folded), decltype(plain)>);
+  CHECK(values(folded) == std::vector<double>(6, 1.0));
+}
+
 TEST_CASE("second order: grad of grad", "[grad]") {
   const auto x = random_tensor({9}, -3, 3);
   auto [d1] = kiln::grad(kiln::sum(kiln::sin(x)), x);
