@@ -5,11 +5,13 @@
 // Used inside a larger expression (x - max(x, 1, true)), it is computed first and the
 // rest is fused as usual.
 //
-// Accuracy: float sums/products accumulate in double (f32 sums of 10^7 values stay
-// within 1e-6 of a double reference); integer sums accumulate in i64 and give i64.
+// Accuracy: float sums accumulate in double (f32 sums of 10^7 values stay within 1e-6 of
+// a double reference), float products in double with their exponent kept apart (partial
+// products never overflow or underflow); integer sums accumulate in i64 and give i64.
 #include "kiln/eval/assign.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace kiln {
@@ -44,31 +46,77 @@ struct sum {
   static constexpr bool has_simd = true;
 };
 
+// Float products keep their binary exponent apart (scaled_product): the running value is
+// multiplied by each factor's mantissa and brought back into range when it leaves
+// [2^-500, 2^500], so a product whose partial runs leave double's range (1e-3 a million
+// times, then 1e3 a million times) is still right, and the same however the work is split
+// over threads (a plain double went to 0 in one part and inf in another: NaN when merged).
+struct scaled_product {
+  double m = 1;
+  std::int64_t e = 0;
+  void rescale() {
+    if (m != 0 && std::isfinite(m) && !(std::abs(m) <= 0x1p500 && std::abs(m) >= 0x1p-500)) {
+      int k = 0;
+      m = std::frexp(m, &k);
+      e += k;
+    }
+  }
+  void times(double x) {
+    if (x == 0 || !std::isfinite(x)) {
+      m *= x; // 0, inf and NaN decide the product as they are
+      return;
+    }
+    int k = 0;
+    m *= std::frexp(x, &k);
+    e += k;
+    rescale();
+  }
+  double value() const {
+    if (m == 0 || !std::isfinite(m)) return m;
+    return std::ldexp(m, static_cast<int>(std::clamp<std::int64_t>(e, -4096, 4096)));
+  }
+};
+
 struct prod {
   static constexpr const char* name = "prod";
   template <class T>
-  using acc_t = wide_t<T>;
+  using acc_t = std::conditional_t<is_floating(dtype_of<T>()), scaled_product, std::int64_t>;
   template <class T>
   using result = std::conditional_t<is_floating(dtype_of<T>()), T, std::int64_t>;
   template <class T>
   static acc_t<T> init() {
-    return 1;
+    if constexpr (is_floating(dtype_of<T>()))
+      return {};
+    else
+      return 1;
   }
   template <class A, class V>
   static A combine(A a, V v, std::int64_t) {
-    if constexpr (std::is_integral_v<A>) // wraps like numpy, never signed-overflow UB
+    if constexpr (std::is_integral_v<A>) { // wraps like numpy, never signed-overflow UB
       return static_cast<A>(static_cast<std::uint64_t>(a) *
                             static_cast<std::uint64_t>(static_cast<A>(v)));
-    else
-      return a * static_cast<A>(v);
+    } else {
+      a.times(static_cast<double>(v));
+      return a;
+    }
   }
   template <class A>
   static A merge(A a, A b) {
-    return combine(a, b, 0);
+    if constexpr (std::is_integral_v<A>) {
+      return combine(a, b, 0);
+    } else {
+      a.m *= b.m; // both within [2^-500, 2^500] (or 0, inf, NaN): no overflow here
+      a.e += b.e;
+      a.rescale();
+      return a;
+    }
   }
   template <class R, class A>
   static R finish(A a, std::int64_t) {
-    return convert<R>(a);
+    if constexpr (std::is_integral_v<A>)
+      return convert<R>(a);
+    else
+      return convert<R>(a.value());
   }
   static constexpr bool has_simd = false;
 };

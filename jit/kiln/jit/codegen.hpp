@@ -143,7 +143,9 @@ inline std::string store_outputs(const dialect& d, const kernel_ir& ir, const st
 // (reduce.hpp): float sums and products in double where the device has f64, integers in
 // i64, NaN propagating through max/min, the first index of the extreme value for
 // argmax/argmin (a NaN counts as extreme). Spelled in the names both dialects share.
-inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduce_spec& r) {
+// I: the kernel's index type (of `ai`).
+inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduce_spec& r,
+                                                   const std::string& I) {
   using glsl::register_type;
   kernels::reduction_parts p;
   p.value = register_type(r.value);
@@ -180,8 +182,28 @@ inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduc
     break;
   case reduce_kind::prod:
     p.init = A + "(1)";
-    p.combine = "      a *= " + v + ";\n";
-    p.merge = "        a *= b;\n";
+    if (!fl) {
+      p.combine = "      a *= " + v + ";\n";
+      p.merge = "        a *= b;\n";
+      break;
+    }
+    {
+      // As the host (reduce.hpp, scaled_product): ai counts the binary exponent, a is kept
+      // within [2^-E, 2^E] and multiplied by each factor's mantissa, so no partial product
+      // overflows or underflows. GLSL's frexp takes its exponent as an out parameter.
+      p.index_init = "0";
+      const std::string k = d.literals == glsl::literal_style::glsl ? "k" : "&k";
+      const std::string E = r.acc == dtype::f64 ? "500" : "60";
+      const std::string hi = "ldexp(" + A + "(1), " + E + ")",
+                        lo = "ldexp(" + A + "(1), -" + E + ")";
+      const std::string rescale = "if (a != " + A + "(0) && !isinf(a) && !isnan(a) && (a > " + hi +
+                                  " || a < -" + hi + " || (a < " + lo + " && a > -" + lo +
+                                  "))) { int k; a = frexp(a, " + k + "); ai += " + I + "(k); }\n";
+      p.combine = "      { const " + A + " x = " + v + ";\n        if (x == " + A +
+                  "(0) || isinf(x) || isnan(x)) a *= x;\n        else { int k; a *= frexp(x, " + k +
+                  "); ai += " + I + "(k); }\n        " + rescale + "      }\n";
+      p.merge = "        a *= b; ai += bi;\n        " + rescale;
+    }
     break;
   case reduce_kind::max:
   case reduce_kind::min: {
@@ -224,6 +246,10 @@ inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduc
   }
   if (r.kind == reduce_kind::argmax || r.kind == reduce_kind::argmin)
     p.finish = "int64_t(ai)";
+  else if (r.kind == reduce_kind::prod && fl) // ldexp saturates to inf or 0 as it should
+    p.finish = d.convert(r.acc, r.result,
+                         "ldexp(a, ai > " + I + "(4096) ? 4096 : ai < " + I +
+                             "(-4096) ? -4096 : int(ai))");
   else if (r.kind == reduce_kind::mean)
     p.finish = d.convert(r.acc, r.result, "(a / " + A + "(P.x0))");
   else
@@ -252,13 +278,12 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
   const std::string I = d.index_type(ir);
   const int nin = static_cast<int>(ir.inputs.size());
   const dtype index = ir.wide_index ? dtype::i64 : dtype::i32;
-  auto p = reduction_parts_of(d, spec);
+  auto p = reduction_parts_of(d, spec, I);
   p.store = "      " + d.element(ir, nin, "o") + " = " + d.store(spec.result, "res") + ";\n";
   if (spec.stage == reduce_stage::merge) {
     p.load = "      const " + p.acc + " b = " + d.load(spec.acc, d.element(ir, 0, "k")) + ";\n";
-    p.load += "      const " + I +
-              " bi = " + (spec.indexed() ? d.load(index, d.element(ir, 1, "k")) : I + "(-1)") +
-              ";\n";
+    p.load += "      const " + I + " bi = " +
+              (spec.carries_index() ? d.load(index, d.element(ir, 1, "k")) : I + "(-1)") + ";\n";
     return kernels::reduce_merge(g, I, p);
   }
   std::string s = value_function(d, ir, spec.value, value_params);
@@ -267,7 +292,7 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
     return s + kernels::reduce_thread(g, I, p);
   case reduce_stage::partial:
     p.partial = "      " + d.element(ir, nin, "w") + " = " + d.store(spec.acc, "a") + ";\n";
-    if (spec.indexed())
+    if (spec.carries_index())
       p.partial += "      " + d.element(ir, nin + 1, "w") + " = " + d.store(index, "ai") + ";\n";
     return s + kernels::reduce_group(g, I, p, true);
   default:

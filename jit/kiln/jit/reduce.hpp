@@ -140,7 +140,6 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   const jit::reduce_plan plan =
       jit::plan_reduction(count, nout, be.launch_limits().preferred, R::name);
   const jit::reduce_stage stage = plan.stage;
-  const bool indexed = kind == jit::reduce_kind::argmax || kind == jit::reduce_kind::argmin;
   const dtype index_dtype = wide ? dtype::i64 : dtype::i32; // of argmax/argmin partials
   const dtype acc = jit::accumulator(kind, dtype_of<V>(), be.unsupported(dtype::f64).empty());
 
@@ -208,7 +207,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   std::vector<void*> partials;
   try {
     partials.push_back(be.allocate(static_cast<std::size_t>(units) * size_of(acc)));
-    if (indexed)
+    if (jit::reduce_spec{kind, stage, dtype_of<V>(), acc, dtype_of<Res>()}.carries_index())
       partials.push_back(be.allocate(static_cast<std::size_t>(units) * size_of(index_dtype)));
     for (void* p : partials) {
       args.push_back({p});

@@ -25,7 +25,12 @@ struct reduce_spec {
   dtype value;  // the reduced expression's dtype
   dtype acc;    // accumulator dtype
   dtype result; // the output's dtype
-  bool indexed() const { return kind == reduce_kind::argmax || kind == reduce_kind::argmin; }
+  // Whether `ai` carries state between passes: argmax/argmin's index, a float product's
+  // exponent.
+  bool carries_index() const {
+    return kind == reduce_kind::argmax || kind == reduce_kind::argmin ||
+           (kind == reduce_kind::prod && is_floating(acc));
+  }
 };
 
 // The IR of a stage's kernel from the reduced expression's IR (`value`): its buffers are
@@ -36,11 +41,11 @@ inline kernel_ir stage_ir(kernel_ir value, const reduce_spec& s) {
   value.outputs = {s.result};
   if (s.stage == reduce_stage::partial) {
     value.outputs = {s.acc};
-    if (s.indexed()) value.outputs.push_back(index);
+    if (s.carries_index()) value.outputs.push_back(index);
   } else if (s.stage == reduce_stage::merge) {
     kernel_ir m;
     m.inputs = {s.acc};
-    if (s.indexed()) m.inputs.push_back(index);
+    if (s.carries_index()) m.inputs.push_back(index);
     m.outputs = {s.result};
     m.wide_index = value.wide_index;
     return m;

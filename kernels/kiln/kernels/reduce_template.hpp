@@ -59,7 +59,8 @@ inline std::string reduce_group(const grid_spelling& g, const std::string& I,
   s += "    const " + I + " o = w / P.x2;\n";
   s += "    const " + I + " r0 = (w - o * P.x2) * P.x3;\n";
   s += "    const " + I + " r1 = P.x0 - r0 < P.x3 ? P.x0 : r0 + P.x3;\n";
-  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(-1);\n";
+  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" + p.index_init +
+       ");\n";
   s += "    for (" + I + " r = r0 + " + I + "(lid); r < r1; r += " + I + "(64)) {\n";
   s += "      const " + p.value + " v = " + g.value_call + "o * P.x0 + r);\n" + p.combine;
   s += "    }\n";
@@ -72,7 +73,8 @@ inline std::string reduce_merge(const grid_spelling& g, const std::string& I,
   std::string s = detail::shared_arrays(g, I, p) + g.entry + "\n";
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  for (" + I + " o = kiln_group; o < P.x1; o += kiln_groups) {\n";
-  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(-1);\n";
+  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" + p.index_init +
+       ");\n";
   s += "    for (" + I + " c = " + I + "(lid); c < P.x2; c += " + I + "(64)) {\n";
   s += "      const " + I + " k = o * P.x2 + c;\n" + p.load + p.merge + "    }\n";
   s += detail::tree(g, I, p, detail::finish(p));
@@ -85,7 +87,8 @@ inline std::string reduce_thread(const grid_spelling& g, const std::string& I,
   s += "  const " + I + " step = kiln_groups * " + I + "(64);\n";
   s += "  for (" + I + " o = kiln_group * " + I + "(64) + " + I + "(" + g.local +
        "); o < P.x1; o += step) {\n";
-  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(-1);\n";
+  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" + p.index_init +
+       ");\n";
   s += "    for (" + I + " r = " + I + "(0); r < P.x0; ++r) {\n";
   s += "      const " + p.value + " v = " + g.value_call + "o * P.x0 + r);\n" + p.combine;
   s += "    }\n" + detail::finish(p) + "  }\n}\n";

@@ -8,11 +8,12 @@
 namespace kiln::kernels {
 
 struct reduction_parts {
-  std::string value;   // register type of the reduced expression's values
-  std::string result;  // register type of the result
-  std::string acc;     // accumulator type
-  std::string init;    // its identity, an expression
-  std::string combine; // statements folding value `v` at reduced index `r` into (a, ai)
+  std::string value;             // register type of the reduced expression's values
+  std::string result;            // register type of the result
+  std::string acc;               // accumulator type
+  std::string init;              // its identity, an expression
+  std::string index_init = "-1"; // the initial `ai` (no index yet; a product's exponent: 0)
+  std::string combine;           // statements folding value `v` at reduced index `r` into (a, ai)
   std::string merge;   // statements folding (b, bi) into (a, ai); indices may be in any order
   std::string finish;  // expression of the result (register type) from (a, ai)
   std::string store;   // statement storing the result `res` to output o
