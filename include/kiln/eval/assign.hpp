@@ -595,17 +595,16 @@ void device_split(const Tup& outs, std::index_sequence<I...>) {
   }
 }
 
-// Runs outputs that need no temporaries: on the host one pass per shape; on a device one
-// kernel (several shapes: device_split).
+// Runs outputs that need no temporaries: of one shape, as execute(); of several, on the
+// host one pass per shape, on a device device_split.
 template <class Tup, std::size_t... I>
 void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
   const kiln::shape& s = std::get<0>(outs).dst.shape();
-  const bool one_shape = ((std::get<I>(outs).dst.shape() == s) && ...);
-  if (std::get<0>(outs).dst.device().is_host()) {
+  if (((std::get<I>(outs).dst.shape() == s) && ...)) {
+    execute(std::get<I>(outs)...);
+  } else if (std::get<0>(outs).dst.device().is_host()) {
     pass p(std::get<I>(outs)...);
     run_by_shape(p, std::array<kiln::shape, sizeof...(I)>{std::get<I>(outs).dst.shape()...});
-  } else if (one_shape) {
-    device_run(std::get<I>(outs)...);
   } else {
     if constexpr (sizeof...(I) > 1) device_split(outs, seq);
   }

@@ -270,8 +270,8 @@ inline std::string value_function(const dialect& d, const kernel_ir& ir, dtype v
 
 // A reduction kernel after its preamble: the prologue (none in a merge pass, which reads
 // partials) and the template of the spec's stage, with this dialect's loads and stores.
-// Buffers: the IR's inputs, then its outputs (the result; or a partial pass's accumulators
-// and, for argmax/argmin, indices; a merge pass reads those as its inputs).
+// Buffers: the IR's inputs, then its outputs (the result; or a partial pass's partials,
+// reduce_spec.hpp's partial_dtypes; a merge pass reads those as its inputs).
 inline std::string reduction_body(const dialect& d, const kernels::grid_spelling& g,
                                   const kernel_ir& ir, const reduce_spec& spec,
                                   const std::string& value_params = "") {

@@ -140,8 +140,9 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   const jit::reduce_plan plan =
       jit::plan_reduction(count, nout, be.launch_limits().preferred, R::name);
   const jit::reduce_stage stage = plan.stage;
-  const dtype index_dtype = wide ? dtype::i64 : dtype::i32; // of argmax/argmin partials
-  const dtype acc = jit::accumulator(kind, dtype_of<V>(), be.unsupported(dtype::f64).empty());
+  const jit::reduce_spec spec{
+      kind, stage, dtype_of<V>(),
+      jit::accumulator(kind, dtype_of<V>(), be.unsupported(dtype::f64).empty()), dtype_of<Res>()};
 
   struct memo_key {};
   using key = std::tuple<R, E, memo_key>;
@@ -156,7 +157,6 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
           if (b == &be) cp = c.get();
   }
   if (!cp) {
-    jit::reduce_spec spec{kind, stage, dtype_of<V>(), acc, dtype_of<Res>()};
     const jit::kernel_ir ir =
         jit::stage_ir(jit::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e), spec);
     auto used = ir.dtypes_used();
@@ -166,8 +166,9 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
     auto c = std::make_unique<jit::compiled_pass>();
     c->kernels.push_back(be.compile_reduction(ir, spec));
     if (stage == jit::reduce_stage::partial) { // the second pass reads the partials
-      spec.stage = jit::reduce_stage::merge;
-      c->kernels.push_back(be.compile_reduction(jit::stage_ir(ir, spec), spec));
+      jit::reduce_spec merge = spec;
+      merge.stage = jit::reduce_stage::merge;
+      c->kernels.push_back(be.compile_reduction(jit::stage_ir(ir, merge), merge));
     }
     std::lock_guard lock(memo::mutex);
     auto m = std::make_unique<jit::memo_entry>(
@@ -195,38 +196,32 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
                   extras);
     return params;
   };
-  if (stage != jit::reduce_stage::partial) {
-    args.push_back({out.storage()->handle()});
+  // A buffer the kernel indexes itself (by output, unit or partial), from its start.
+  auto bind_whole = [&](void* handle) {
+    args.push_back({handle});
     offsets.push_back(0);
     strides.push_back({});
+  };
+  if (stage != jit::reduce_stage::partial) {
+    bind_whole(out.storage()->handle());
     be.launch(kn, args, params_of(kn), plan.first);
     return;
   }
   // Two passes through partials, released once queued (the queue runs in order).
-  const std::int64_t units = plan.first.units;
   std::vector<void*> partials;
   try {
-    partials.push_back(be.allocate(static_cast<std::size_t>(units) * size_of(acc)));
-    if (jit::reduce_spec{kind, stage, dtype_of<V>(), acc, dtype_of<Res>()}.carries_index())
-      partials.push_back(be.allocate(static_cast<std::size_t>(units) * size_of(index_dtype)));
-    for (void* p : partials) {
-      args.push_back({p});
-      offsets.push_back(0);
-      strides.push_back({});
-    }
+    for (const dtype d : jit::partial_dtypes(spec, wide))
+      partials.push_back(be.allocate(static_cast<std::size_t>(plan.first.units) * size_of(d)));
+    for (void* p : partials)
+      bind_whole(p);
     be.launch(kn, args, params_of(kn), plan.first);
     const jit::kernel& mk = *cp->kernels[1];
     args.clear();
     offsets.clear();
     strides.clear();
-    for (void* p : partials) {
-      args.push_back({p});
-      offsets.push_back(0);
-      strides.push_back({});
-    }
-    args.push_back({out.storage()->handle()});
-    offsets.push_back(0);
-    strides.push_back({});
+    for (void* p : partials)
+      bind_whole(p);
+    bind_whole(out.storage()->handle());
     be.launch(mk, args, params_of(mk), plan.merge);
   } catch (...) {
     for (void* p : partials)

@@ -33,19 +33,24 @@ struct reduce_spec {
   }
 };
 
+// The buffers between the two passes of a reduction: the accumulators, and the carried
+// index (carries_index) in the kernel's index type.
+inline std::vector<dtype> partial_dtypes(const reduce_spec& s, bool wide_index) {
+  std::vector<dtype> d{s.acc};
+  if (s.carries_index()) d.push_back(wide_index ? dtype::i64 : dtype::i32);
+  return d;
+}
+
 // The IR of a stage's kernel from the reduced expression's IR (`value`): its buffers are
-// the expression's inputs, then the result; a partial pass writes accumulators (and, for
-// argmax/argmin, indices) instead; a merge pass reads those and has no expression.
+// the expression's inputs, then the result; a partial pass writes the partials instead; a
+// merge pass reads those and has no expression.
 inline kernel_ir stage_ir(kernel_ir value, const reduce_spec& s) {
-  const dtype index = value.wide_index ? dtype::i64 : dtype::i32;
   value.outputs = {s.result};
   if (s.stage == reduce_stage::partial) {
-    value.outputs = {s.acc};
-    if (s.carries_index()) value.outputs.push_back(index);
+    value.outputs = partial_dtypes(s, value.wide_index);
   } else if (s.stage == reduce_stage::merge) {
     kernel_ir m;
-    m.inputs = {s.acc};
-    if (s.carries_index()) m.inputs.push_back(index);
+    m.inputs = partial_dtypes(s, value.wide_index);
     m.outputs = {s.result};
     m.wide_index = value.wide_index;
     return m;

@@ -159,8 +159,7 @@ public:
               std::span<const std::byte> params) {
     make_current();
     void* args[] = {const_cast<std::byte*>(params.data())};
-    check(d_,
-          d_.cuLaunchKernel(f, grid_x, grid_y, 1, block_size, 1, 1, 0, stream_, args, nullptr),
+    check(d_, d_.cuLaunchKernel(f, grid_x, grid_y, 1, block_size, 1, 1, 0, stream_, args, nullptr),
           "cuLaunchKernel");
   }
 
