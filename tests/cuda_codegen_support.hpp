@@ -7,9 +7,9 @@
 // on purpose is the one way to skip, for a machine without the toolkit).
 #include "support.hpp"
 
-#include "kiln/jit/cuda_codegen.hpp"
-#include "kiln/jit/lower.hpp"
-#include "kiln/jit/nvrtc.hpp"
+#include "kiln/ir/lower.hpp"
+#include "kiln/jit/cuda/codegen.hpp"
+#include "kiln/jit/cuda/nvrtc.hpp"
 
 #include <cstdlib>
 #include <tuple>

@@ -4,6 +4,8 @@
 // kiln::devices() gives). KILN_REQUIRE_CUDA=1 turns the skip into a failure.
 #include "device_support.hpp"
 
+#include "kiln/jit/cuda/backend.hpp"
+
 namespace cuda_test {
 inline device_test::fresh_cache& cache() {
   static device_test::fresh_cache c("kiln-cuda-test-");

@@ -7,7 +7,7 @@
 // (integer, comparison, logical, bitwise, select, conversions, and + - * / on floats, IEEE-exact on
 // both sides) must match bit for bit (NaN as NaN, zeros with their sign); float math within the sum
 // of the two sides' ulp bounds (each side is within its bound of the true value: host
-// tests/float_ops.hpp, device jit/kiln/jit/glsl_math.hpp, CUDA's libdevice bounds in
+// tests/float_ops.hpp, device jit/kiln/kernels/glsl_math/math.hpp, CUDA's libdevice bounds in
 // cuda_codegen.hpp); 16-bit floats within one ulp of their type (both sides round a float result
 // that may differ in its last bits).
 #include "vulkan_support.hpp" // first: it registers a Catch listener

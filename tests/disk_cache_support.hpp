@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the disk-cache tests: per-run random draws (Catch's --rng-seed), a
 // scratch folder per test, and looking at the folder independently of the cache.
-#include <kiln/jit/hash.hpp>
+#include <kiln/jit/cache/hash.hpp>
 
 #include <catch2/catch.hpp>
 

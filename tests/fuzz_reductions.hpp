@@ -21,8 +21,8 @@ struct reducer {
 
   // Float sums: the host adds blocks of 64 SIMD steps per lane in T, then the blocks in
   // double (include/kiln/reduce.hpp): at most 64 roundings in T per element, so 64 u
-  // sum|x|; devices accumulate in double (jit/kiln/jit/reduce.hpp): n 2^-53 sum|x|. Plus
-  // the elements' own bounds, and the final rounding to the result type.
+  // sum|x|; devices accumulate in double (jit/kiln/jit/backend/run_reduction.hpp): n 2^-53 sum|x|.
+  // Plus the elements' own bounds, and the final rounding to the result type.
   val sum(const std::vector<val>& g) const {
     if (t.integer) {
       std::int64_t s = 0;

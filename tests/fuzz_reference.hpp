@@ -44,7 +44,7 @@ struct arith {
   double maxv = 0; // largest finite value
   double tiny = 0; // smallest normal: the absolute error of a result in the subnormal range
   // Transcendental functions (sin, exp, tanh, log1p): kiln's host SIMD kernels and its GLSL
-  // library are within 4 ulp (tests/float_ops.hpp, jit/kiln/jit/glsl_math.hpp); 8 ulp of
+  // library are within 4 ulp (tests/float_ops.hpp, jit/kiln/kernels/glsl_math/math.hpp); 8 ulp of
   // the result plus an absolute 8 ulp of 1 (the results here are O(1) and sin's argument
   // reduction loses |x| ulp of absolute accuracy) leaves room for both without hiding a
   // wrong formula, which is off by far more.

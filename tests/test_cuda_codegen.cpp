@@ -4,8 +4,8 @@
 // compilation. Every program is compiled by NVRTC and its PTX assembled by ptxas.
 #include "cuda_codegen_support.hpp"
 
-#include "kiln/jit/reduce.hpp"
-#include "kiln/jit/stages.hpp"
+#include "kiln/jit/backend/run_reduction.hpp"
+#include "kiln/jit/pipeline/stages.hpp"
 #include "kiln/kiln.hpp"
 
 namespace jit = kiln::jit;

@@ -4,6 +4,8 @@
 // the disk-cache key (NVRTC version and architecture are part of it).
 #include "support.hpp"
 
+#include "kiln/jit/cuda/backend.hpp"
+
 #include "kiln/kiln.hpp"
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // kiln::jit::disk_cache: round trips of random payloads, every kind of bad file is a miss
 // and is replaced, LRU eviction against a reference model, memory-only degradation and the
 // environment. Two processes at once: test_disk_cache_processes.cpp.
-#include <kiln/jit/disk_cache.hpp>
+#include <kiln/jit/cache/disk_cache.hpp>
 
 #include "disk_cache_support.hpp"
 

@@ -1,7 +1,7 @@
 // kiln::jit::disk_cache shared by two processes x three threads at once (the test forks):
 // stores and loads of overlapping keys race, with and without eviction; afterwards every
 // entry verifies and no temp file is left behind.
-#include <kiln/jit/disk_cache.hpp>
+#include <kiln/jit/cache/disk_cache.hpp>
 
 #include "disk_cache_support.hpp"
 

@@ -1,9 +1,9 @@
-// kiln's GLSL math library (jit/kiln/jit/glsl_math.hpp) without a GPU: every function of
+// kiln's GLSL math library (jit/kiln/kernels/glsl_math/math.hpp) without a GPU: every function of
 // each type compiles alone (so its dependency list is complete) with glslc and passes
 // spirv-val, all of them compile together in one shader (float and double overloads side
 // by side, no helper defined twice), and math_source emits exactly the definitions needed,
 // dependencies first, each once. Accuracy is measured through the Vulkan runtime elsewhere.
-#include "kiln/jit/glsl_math.hpp"
+#include "kiln/kernels/glsl_math/math.hpp"
 
 #include <catch2/catch.hpp>
 

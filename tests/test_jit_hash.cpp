@@ -1,8 +1,8 @@
 // kiln::jit::hasher and the kernel cache key: checked against an independent
 // MurmurHash3_x64_128 (itself pinned to SMHasher's published check value), and for the
 // statistical quality a cache key needs (no collisions, avalanche).
-#include <kiln/jit/cache_key.hpp>
-#include <kiln/jit/hash.hpp>
+#include <kiln/jit/cache/cache_key.hpp>
+#include <kiln/jit/cache/hash.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -3,8 +3,8 @@
 // budget (launch_grid.hpp), fits the device's grid, and covers all the work, at sizes from
 // 0 to 2^40 — for CUDA's limits (as the CUDA backend computes them) and for a CPU Vulkan
 // device's (lavapipe: 65535 groups per dimension, 256 preferred).
-#include "kiln/jit/cuda_codegen.hpp"
-#include "kiln/jit/reduce_plan.hpp"
+#include "kiln/jit/cuda/codegen.hpp"
+#include "kiln/jit/pipeline/reduce_plan.hpp"
 
 #include <catch2/catch.hpp>
 

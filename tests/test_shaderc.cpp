@@ -2,7 +2,7 @@
 // against the SPIR-V spec's encoding (magic, header version, capabilities, decorations, a
 // random constant that must come through) and by spirv-val; every failure is a kiln::error
 // that says why; temp files never stay behind.
-#include "kiln/jit/shaderc.hpp"
+#include "kiln/jit/vulkan/shaderc.hpp"
 
 #include <catch2/catch.hpp>
 

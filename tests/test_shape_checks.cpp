@@ -4,7 +4,7 @@
 // KILN_* settings reported under their own names, and numpy's slice rules at the extremes.
 #include "vulkan_support.hpp"
 
-#include "kiln/jit/vulkan_backend.hpp"
+#include "kiln/jit/vulkan/backend.hpp"
 
 #include <cstdlib>
 #include <limits>

@@ -5,7 +5,7 @@
 // every size (and for CUDA's limits) by test_launch_grid.
 #include "vulkan_support.hpp"
 
-#include "kiln/jit/vulkan_backend.hpp"
+#include "kiln/jit/vulkan/backend.hpp"
 
 #include <cstdlib>
 

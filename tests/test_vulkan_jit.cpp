@@ -6,8 +6,8 @@
 // through spirv-val; a validation message fails the test case it appears in.
 #include "vulkan_support.hpp"
 
-#include "kiln/jit/jit_backend.hpp"
-#include "kiln/jit/providers.hpp"
+#include "kiln/jit/backend/jit_backend.hpp"
+#include "kiln/jit/backend/providers.hpp"
 
 #include <filesystem>
 #include <fstream>

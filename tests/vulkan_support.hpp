@@ -18,7 +18,7 @@
 #include <vector>
 
 // kiln::jit::vk::validation_message_count() and validation_messages().
-#include "kiln/jit/vk/loader.hpp"
+#include "kiln/jit/vulkan/backend.hpp"
 #define KILN_TEST_VALIDATION_HEADER 1
 
 namespace vulkan_test {

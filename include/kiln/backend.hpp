@@ -1,8 +1,7 @@
 #pragma once
-// A backend is a device's runtime as the DSL sees it: memory, moving bytes, waiting. Kernels
-// are not here: they are generated from expression types by the JIT (jit/kiln/jit/), which
-// knows each backend's concrete type. Backends register a provider at static-initialization
-// time; kiln::device("vulkan:0") and kiln::devices() ask the registry.
+// A backend is a device's runtime as the DSL sees it: memory, moving bytes, waiting, and its
+// executor (executor.hpp), which runs the planner's passes. Backends register a provider at
+// static-initialization time; kiln::device("vulkan:0") and kiln::devices() ask the registry.
 #include "kiln/device.hpp"
 #include "kiln/dtype.hpp"
 
@@ -20,6 +19,8 @@ struct memory_info {
   std::uint64_t reserved = 0; // bytes held from the device, cached blocks included
   std::uint64_t peak = 0;     // the highest in_use so far
 };
+
+class device_executor; // executor.hpp
 
 class backend {
 public:
@@ -40,6 +41,8 @@ public:
   virtual void synchronize() = 0;
   virtual memory_info stats() const = 0;
   virtual void empty_cache() = 0;
+  // What runs passes and reductions here (executor.hpp); null where nothing can.
+  virtual device_executor* executor() { return nullptr; }
 };
 
 // How a backend kind makes itself known: what it can list, and how it opens device N.

@@ -1,23 +1,6 @@
 #pragma once
 // Everything kiln offers, on the host and on GPU devices: include this one header.
-#include "kiln/creation.hpp"
-#include "kiln/device.hpp"
-#include "kiln/dtype.hpp"
-#include "kiln/error.hpp"
-#include "kiln/eval/assign.hpp"
-#include "kiln/expr.hpp"
-#include "kiln/half.hpp"
-#include "kiln/ops/arithmetic.hpp"
-#include "kiln/ops/compare.hpp"
-#include "kiln/ops/logical.hpp"
-#include "kiln/ops/math.hpp"
-#include "kiln/ops/select.hpp"
-#include "kiln/print.hpp"
-#include "kiln/random.hpp"
-#include "kiln/reduce.hpp"
-#include "kiln/tensor.hpp"
-// Symbolic autodiff: grad, vjp (autodiff/ is an include root of kiln::kiln).
-#include "kiln/autodiff/grad.hpp"
-#include "kiln/autodiff/optim.hpp"
-// GPU devices: the JIT and its backends (jit/ is an include root of kiln::kiln).
+#include "kiln/core.hpp"
+// GPU devices: the JIT and its backends (jit/ is an include root of kiln::kiln; its
+// implementation is compiled once per program, see kiln/jit/jit.hpp).
 #include "kiln/jit/jit.hpp"

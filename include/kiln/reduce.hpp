@@ -311,7 +311,7 @@ void visit_devices(const reduce_node<R, E>& n, F&& f) {
 }
 
 namespace detail {
-// A reduction on a GPU device: defined by the JIT (jit/kiln/jit/evaluate.hpp).
+// A reduction on a GPU device: defined by the JIT (jit/kiln/jit/backend/run_pass.hpp).
 template <class R, class E>
 void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
                    const std::array<bool, max_rank>& mask);
@@ -509,3 +509,5 @@ auto all_t::operator()(X&& x, kiln::axes over, bool keepdims) const {
 }
 
 } // namespace kiln
+
+#include "kiln/eval/device_reduce.hpp"

@@ -33,9 +33,19 @@ step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}
      "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_CXX_COMPILER=${CXX}" -DCMAKE_BUILD_TYPE=Release
      -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
-step("${WORK_DIR}/build/app")
-string(STRIP "${step_output}" printed)
-message(STATUS "${printed}")
-if(NOT printed STREQUAL "kiln consumer: 338350 33.835000")
-  message(FATAL_ERROR "unexpected output from the consumer: '${printed}'")
-endif()
+function(check_output program)
+  step("${program}")
+  string(STRIP "${step_output}" printed)
+  message(STATUS "${program}: ${printed}")
+  if(NOT printed STREQUAL "kiln consumer: 338350 33.835000")
+    message(FATAL_ERROR "unexpected output from ${program}: '${printed}'")
+  endif()
+endfunction()
+check_output("${WORK_DIR}/build/app")
+
+# Without CMake, header-only: the same program, and one more file that includes the
+# implementation (the README's one line), compiled against the installed headers.
+file(WRITE "${WORK_DIR}/kiln_impl.cpp" "#include <kiln/jit/src.hpp>\n")
+step(${CXX} -std=c++20 -O1 "-I${prefix}/include" "${SOURCE_DIR}/main.cpp"
+     "${WORK_DIR}/kiln_impl.cpp" -o "${WORK_DIR}/app_header_only" -ldl -pthread)
+check_output("${WORK_DIR}/app_header_only")

@@ -14,7 +14,7 @@
 #include <string>
 #include <system_error>
 
-#include "kiln/jit/vk/loader.hpp"
+#include "kiln/jit/vulkan/backend.hpp"
 
 namespace kiln_doc {
 

@@ -76,7 +76,7 @@ void check_devices(const E& e, const kiln::device& where, const char* op) {
   });
 }
 
-// The GPU executor, defined by the JIT (jit/kiln/jit/evaluate.hpp): outputs of one shape
+// The GPU executor, defined by the JIT (jit/kiln/jit/backend/run_pass.hpp): outputs of one shape
 // on one device, computed together, after the planner below has made sure that no target
 // overlaps what any output reads (else everything goes through temporaries).
 template <class... O>
@@ -700,3 +700,5 @@ void eval(pending_assign<D, E>&&... p) {
 }
 
 } // namespace kiln
+
+#include "kiln/eval/device_pass.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // The built-ins a kernel template names, per dialect: workgroup and invocation indices,
 // shared memory, barriers, the entry point. With these, one template text serves GLSL and
-// CUDA. Grids are two-dimensional (jit/kiln/jit/launch_grid.hpp): kernels flatten the
+// CUDA. Grids are two-dimensional (jit/kiln/jit/pipeline/launch_grid.hpp): kernels flatten the
 // workgroup index x-major and walk their work units with a grid-stride loop.
 #include <string>
 

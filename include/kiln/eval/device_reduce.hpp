@@ -1,0 +1,102 @@
+#pragma once
+// The planner's side of a reduction on a GPU device (executor.hpp): the typed part. The
+// iteration runs over the input's dims reordered as (kept..., reduced...), merged like any
+// pass, so element o * count + r is the r-th input of output o; the reduced expression is
+// lowered once per specialization and fused into the executor's reduction kernel.
+#include "kiln/eval/device_pass.hpp"
+
+namespace kiln::detail {
+
+template <class R>
+constexpr reduce_kind kind_of() {
+  if constexpr (std::is_same_v<R, reductions::sum>)
+    return reduce_kind::sum;
+  else if constexpr (std::is_same_v<R, reductions::prod>)
+    return reduce_kind::prod;
+  else if constexpr (std::is_same_v<R, reductions::mean>)
+    return reduce_kind::mean;
+  else if constexpr (std::is_same_v<R, reductions::max>)
+    return reduce_kind::max;
+  else if constexpr (std::is_same_v<R, reductions::min>)
+    return reduce_kind::min;
+  else if constexpr (std::is_same_v<R, reductions::argmax>)
+    return reduce_kind::argmax;
+  else if constexpr (std::is_same_v<R, reductions::argmin>)
+    return reduce_kind::argmin;
+  else if constexpr (std::is_same_v<R, reductions::all>)
+    return reduce_kind::all;
+  else
+    return reduce_kind::any;
+}
+
+template <class R, class E>
+void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
+                   const std::array<bool, max_rank>& mask) {
+  using V = value_t<E>;
+  constexpr reduce_kind kind = kind_of<R>();
+  const kiln::shape full = shape_of(e);
+  const int rank = full.size();
+  std::int64_t count = 1;
+  std::array<int, max_rank> order{}; // kept dims first, then reduced ones
+  int k = 0;
+  std::int64_t nout = 1;
+  for (int d = 0; d < rank; ++d)
+    if (!mask[d]) {
+      nout *= full[d];
+      order[k++] = d;
+    }
+  for (int d = 0; d < rank; ++d)
+    if (mask[d]) {
+      count *= full[d];
+      order[k++] = d;
+    }
+  constexpr bool needs_identity = kind == reduce_kind::max || kind == reduce_kind::min ||
+                                  kind == reduce_kind::argmax || kind == reduce_kind::argmin;
+  if (count == 0 && needs_identity && nout > 0)
+    throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
+  if (nout == 0) return;
+  device_executor& ex = executor_of(*out.storage(), R::name);
+
+  ir::leaf_table lt;
+  ir::collect(e, lt);
+  if constexpr (!is_tensor_v<E>) {
+    // A hand-written kernel takes a tensor; a kernel binds a bounded number of buffers.
+    if (ex.needs_tensor_input(R::name, lt.inputs.size())) {
+      const tensor<V> tmp(full, out.device());
+      assign(tmp, e);
+      device_reduce<R>(out, tmp, mask);
+      return;
+    }
+  }
+  kiln::shape permuted;
+  for (int d = 0; d < rank; ++d)
+    permuted.push_back(full[order[d]]);
+  iteration_space space;
+  for (const auto& l : lt.inputs) {
+    const layout b = views::broadcast_to(*l.layout, full, R::name);
+    operand_strides st{};
+    for (int d = 0; d < rank; ++d)
+      st[d] = b.strides[order[d]];
+    space.strides.push_back(st);
+  }
+  space.strides.push_back({}); // the output: indexed by o in the kernel, not by strides
+  space.merge(permuted);
+  space.strides.pop_back();
+  const int mrank = space.extents.size();
+  const bool strided = is_strided(space.extents, space.strides);
+  const bool wide = needs_wide_index(nout * count, lt.inputs, {});
+
+  struct reduced {}; // a reduction's lowering is keyed apart from a pass of the same E
+  const lowered_pass& lowered =
+      lowerings_of<std::tuple<R, E, reduced>>().find(lt.pattern, strided, mrank, wide, [&] {
+        ++lowering_count();
+        return ir::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e);
+      });
+  std::vector<std::uint64_t> bits;
+  ex.reduce(device_reduction{R::name, kind, lowered, lt.inputs, scalar_bits(lt, bits),
+                             space.extents, space.strides, count, nout, dtype_of<V>(),
+                             dtype_of<typename R::template result<V>>(), *out.storage(),
+                             out.layout(), mask});
+}
+
+} // namespace kiln::detail

@@ -1,0 +1,190 @@
+#pragma once
+// The seam between the DSL and what runs it, stated once.
+//
+// The planner (eval/assign.hpp) decides what a PASS computes: outputs of one shape on one
+// device, each a target tensor and an expression, and it has already put temporaries
+// where a target overlaps what an output reads; reductions inside the expressions have
+// been computed (materialize). A REDUCTION is handed over on its own: an input expression
+// free of reductions, the reduced axes, and a fresh contiguous output (kept dims in order).
+//
+// Two executors receive that plan:
+//  - the host executor (eval/assign.hpp `pass`, reduce.hpp `run_reduction`) is compiled
+//    for each expression type: it receives the typed plan;
+//  - a device executor receives the plan type-erased at the kernel IR (ir/ir.hpp): each
+//    expression type is lowered once per specialization (leaf pattern, access), and the
+//    executor gets the lowering, the leaves, the merged iteration space and the targets
+//    (device_pass, device_reduction below). It is a kiln::backend whose executor() is not
+//    null. jit/ provides Vulkan and CUDA, compiled once per program; a program built
+//    without jit/ (CMake target kiln::core) has no device executor, and naming a GPU
+//    device there is a kiln::error.
+// What an executor provides: every output written, or a kiln::error and no output touched
+// past the first failing launch; work is queued in order on the device, and the host
+// waits only when it reads.
+#include "kiln/backend.hpp"
+#include "kiln/ir/ir.hpp"
+#include "kiln/layout.hpp"
+#include "kiln/storage.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+// Which reduction a device executor computes (the host executor reads R itself).
+enum class reduce_kind : std::uint8_t { sum, prod, mean, max, min, argmax, argmin, all, any };
+
+// What an executor made of a lowering (its compiled kernels), kept beside the lowering so
+// a later pass finds it without building a string or hashing anything.
+struct executor_state {
+  virtual ~executor_state() = default;
+};
+
+// An expression type lowered for one specialization: the leaf pattern (which leaves are
+// the same tensor), contiguous or strided over `rank` merged dims, 32- or 64-bit indices.
+class lowered_pass {
+public:
+  lowered_pass(std::vector<std::int16_t> p, bool s, int r, bool w, ir::kernel_ir code)
+      : pattern(std::move(p)), strided(s), rank(r), wide(w), ir(std::move(code)) {}
+  const std::vector<std::int16_t> pattern;
+  const bool strided;
+  const int rank;
+  const bool wide;
+  const ir::kernel_ir ir;
+
+  bool matches(const std::vector<std::int16_t>& p, bool s, int r, bool w) const {
+    return strided == s && rank == r && wide == w && pattern == p;
+  }
+  // The state `owner` (an executor) keeps for this lowering, made by `make` on first use;
+  // `make` runs outside the lock (it compiles), and a racing thread's result is dropped.
+  template <class Make>
+  std::shared_ptr<executor_state> state_for(const void* owner, Make&& make) const {
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [o, s] : states_)
+        if (o == owner) return s;
+    }
+    std::shared_ptr<executor_state> made = make();
+    std::lock_guard lock(mutex_);
+    for (const auto& [o, s] : states_)
+      if (o == owner) return s;
+    states_.emplace_back(owner, made);
+    return made;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<const void*, std::shared_ptr<executor_state>>> states_;
+};
+
+// The lowerings of one tuple of expression types (the types are the rest of the key).
+struct lowering_table {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<lowered_pass>> entries;
+
+  // The entry for this specialization, lowered by `lower()` on first use.
+  template <class Lower>
+  const lowered_pass& find(const std::vector<std::int16_t>& pattern, bool strided, int rank,
+                           bool wide, Lower&& lower) {
+    std::lock_guard lock(mutex);
+    for (const auto& e : entries)
+      if (e->matches(pattern, strided, rank, wide)) return *e;
+    entries.push_back(std::make_unique<lowered_pass>(pattern, strided, rank, wide, lower()));
+    return *entries.back();
+  }
+};
+
+template <class Key>
+lowering_table& lowerings_of() {
+  static lowering_table t;
+  return t;
+}
+
+// Expressions lowered to IR in this process: an evaluation that finds its lowering adds
+// nothing here (tests check that new sizes and scalars reuse kernels).
+inline std::atomic<std::uint64_t>& lowering_count() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+
+// A tensor leaf as a kernel sees it: memory, layout, dtype.
+struct device_leaf {
+  const kiln::storage* storage;
+  const kiln::layout* layout;
+  dtype type;
+  bool same_as(const device_leaf& o) const {
+    return storage == o.storage && type == o.type && *layout == *o.layout;
+  }
+};
+
+// Work of this many elements or more takes 64-bit indices in a kernel: in 32 bits an index
+// below the work plus one sweep of the grid must stay below 2^31, and a sweep covers at
+// most the work plus (1 + y) workgroups of at most 1024 invocations, under 2^16 more.
+// Part of the specialization key, so the planner decides it.
+inline constexpr std::int64_t narrow_index_limit =
+    (std::int64_t{1} << 30) - (std::int64_t{1} << 20);
+
+// Strides of one operand over the merged iteration space.
+using operand_strides = std::array<std::int64_t, max_rank>;
+
+// A pass, erased at the IR: `n` elements over `extents`, outputs first then the lowering's
+// inputs (one per distinct leaf) in `strides`.
+struct device_pass {
+  const lowered_pass& lowered;
+  std::span<const device_leaf> inputs;
+  std::span<const std::uint64_t> scalars; // bits of each scalar parameter (ir::make_scalar)
+  const kiln::shape& extents;
+  std::span<const operand_strides> strides;
+  std::int64_t n;
+  std::span<const storage* const> targets;
+  std::span<const layout* const> target_layouts;
+};
+
+// A reduction, erased at the IR: the input's dims reordered as (kept..., reduced...) and
+// merged, so element o * count + r is the r-th input of output o; `lowered` computes the
+// reduced value (one output of dtype `value`).
+struct device_reduction {
+  const char* op; // the reduction's name, for errors and hand-written kernels
+  reduce_kind kind;
+  const lowered_pass& lowered;
+  std::span<const device_leaf> inputs;
+  std::span<const std::uint64_t> scalars;
+  const kiln::shape& extents;
+  std::span<const operand_strides> strides; // one per input
+  std::int64_t count;                       // inputs per output
+  std::int64_t nout;
+  dtype value;
+  dtype result;
+  const storage& out;
+  const layout& out_layout; // contiguous, the kept dims in order
+  // The input's own dims marked reduced (hand-written kernels see the input unpermuted:
+  // one leaf, its layout as given, when needs_tensor_input said so).
+  std::array<bool, max_rank> mask;
+};
+
+// What a device backend provides to the planner.
+class device_executor {
+public:
+  virtual ~device_executor() = default;
+  virtual void run(const device_pass& p) = 0;
+  virtual void reduce(const device_reduction& r) = 0;
+  // Whether this reduction must receive a materialized tensor: a hand-written kernel is
+  // registered for it, or `leaves` are too many buffers for one kernel.
+  virtual bool needs_tensor_input(const char* op, std::size_t leaves) const = 0;
+};
+
+// The device executor of a storage's backend; a kiln::error if it has none.
+inline device_executor& executor_of(const storage& s, const char* op) {
+  device_executor* x = s.backend() ? s.backend()->executor() : nullptr;
+  if (!x)
+    throw error(op, "the device has no executor",
+                s.device().str() + ": its backend cannot run kernels in this program");
+  return *x;
+}
+
+} // namespace kiln

@@ -1,0 +1,108 @@
+#pragma once
+// A pass on a JIT device (the device side of executor.hpp): the planner hands over the
+// pass lowered to IR; here it is compiled once per backend and queued without waiting.
+//   1. the lowering's compiled kernels are kept beside it (lowered_pass::state_for): a
+//      later pass of the same specialization builds no string and hashes nothing; a miss
+//      splits the IR into stages when it needs more buffers than one kernel may bind
+//      (stages.hpp), and the backend compiles each (or loads it from its caches);
+//   2. parameters (sizes, strides, offsets, scalars) are packed and the stages queued.
+#include "kiln/executor.hpp"
+#include "kiln/jit/backend/jit_backend.hpp"
+#include "kiln/jit/pipeline/stages.hpp"
+
+namespace kiln::jit {
+
+// A pass lowered and compiled for one backend: its stages' kernels.
+struct compiled_pass : executor_state {
+  std::shared_ptr<const stage_plan> plan;
+  std::vector<std::shared_ptr<kernel>> kernels; // one per stage
+};
+
+namespace detail {
+
+// The compiled kernels of a lowering on backend `be`, compiled on first use; the
+// backend's compile is single-flight, so threads racing here share one compile of each.
+inline const compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
+  const auto state = lp.state_for(&be, [&] {
+    auto plan = std::make_shared<const stage_plan>(split_stages(lp.ir, be.max_buffers()));
+    if (const std::string why = be.cannot_run(plan->dtypes_used()); !why.empty())
+      throw error("eval", "the device cannot run this expression", be.device().str() + ": " + why);
+    auto c = std::make_shared<compiled_pass>();
+    c->plan = plan;
+    for (const auto& st : plan->stages)
+      c->kernels.push_back(be.compile(st.ir));
+    return c;
+  });
+  // Kept alive by the lowering, which lives as long as the program.
+  return static_cast<const compiled_pass&>(*state);
+}
+
+// Queues the stages of a compiled pass. Buffer strides come from the merged iteration
+// space (outputs first, then the unique inputs); temporaries are row-major over it.
+inline void launch_stages(jit_backend& be, const compiled_pass& cp, const device_pass& p) {
+  const kiln::shape& extents = p.extents;
+  const std::int64_t n = p.n;
+  const auto& dsts = p.targets;
+  const auto& dst_layouts = p.target_layouts;
+  const int rank = extents.size();
+  const auto nout = dsts.size();
+  std::array<std::int64_t, max_rank> dense{};
+  for (std::int64_t d = rank - 1, m = 1; d >= 0; --d) {
+    dense[d] = m;
+    m *= extents[d];
+  }
+  thread_local std::vector<void*> temps;
+  temps.clear();
+  for (dtype t : cp.plan->temps)
+    temps.push_back(be.allocate(static_cast<std::size_t>(n) * size_of(t)));
+  thread_local std::vector<buffer_arg> args;
+  thread_local std::vector<std::int64_t> offsets;
+  thread_local std::vector<std::array<std::int64_t, max_rank>> strides;
+  thread_local std::vector<std::byte> params;
+  try {
+    for (std::size_t k = 0; k < cp.kernels.size(); ++k) {
+      const stage& st = cp.plan->stages[k];
+      args.clear();
+      offsets.clear();
+      strides.clear();
+      for (const auto& b : st.buffers) {
+        switch (b.kind) {
+        case buffer_source::input:
+          args.push_back({p.inputs[b.index].storage->handle()});
+          offsets.push_back(p.inputs[b.index].layout->offset);
+          strides.push_back(p.strides[nout + b.index]);
+          break;
+        case buffer_source::temp:
+          args.push_back({temps[b.index]});
+          offsets.push_back(0);
+          strides.push_back(dense);
+          break;
+        case buffer_source::output:
+          args.push_back({dsts[b.index]->handle()});
+          offsets.push_back(dst_layouts[b.index]->offset);
+          strides.push_back(p.strides[b.index]);
+          break;
+        }
+      }
+      const kernel& kn = *cp.kernels[k];
+      params.assign(kn.layout.bytes, std::byte{0});
+      kn.layout.pack(params.data(), n, extents.data(), offsets.data(), strides, p.scalars);
+      be.launch(kn, args, params, launch_work{n, false, 1});
+    }
+  } catch (...) {
+    for (void* t : temps)
+      be.release(t);
+    throw;
+  }
+  // Released now, reused safely: later work on the in-order queue runs after these stages.
+  for (void* t : temps)
+    be.release(t);
+}
+
+} // namespace detail
+
+inline void jit_backend::run(const device_pass& p) {
+  detail::launch_stages(*this, detail::kernels_for(*this, p.lowered), p);
+}
+
+} // namespace kiln::jit

@@ -1,0 +1,137 @@
+#pragma once
+// Reductions on a JIT device (the device side of executor.hpp): one kernel from the
+// template in kernels/, with the reduced expression's IR fused into its load. Short
+// reductions take an invocation per output, long ones a workgroup per chunk of an output,
+// in two passes where an output has several chunks (reduce_plan.hpp): no kernel loops
+// longer than launch_grid.hpp's budget at any size. A hand-written kernel registered for
+// the op on this kind of device (providers.hpp) goes first.
+#include "kiln/jit/backend/jit_backend.hpp"
+#include "kiln/jit/backend/providers.hpp"
+#include "kiln/jit/pipeline/reduce_plan.hpp"
+
+#include <map>
+
+namespace kiln::jit {
+
+// The accumulator dtype: as the host's (double for float sums, i64 for integer ones),
+// falling back to f32 where the device has no f64.
+inline dtype accumulator(reduce_kind k, dtype value, bool has_f64) {
+  const dtype wide_float = has_f64 ? dtype::f64 : dtype::f32;
+  switch (k) {
+  case reduce_kind::sum:
+  case reduce_kind::prod:
+    return is_floating(value) ? wide_float : dtype::i64;
+  case reduce_kind::mean:
+    return wide_float;
+  case reduce_kind::all:
+  case reduce_kind::any:
+    return dtype::b8;
+  default:
+    return value == dtype::b8 ? dtype::u8 : compute_dtype(value);
+  }
+}
+
+// A reduction's kernels on one backend, per stage: the stage depends on the sizes and the
+// device, not on the expression, so one lowering may be compiled for several.
+struct compiled_reduction : executor_state {
+  std::mutex mutex;
+  std::map<reduce_stage, std::vector<std::shared_ptr<kernel>>> kernels;
+};
+
+inline bool jit_backend::needs_tensor_input(const char* op, std::size_t leaves) const {
+  if (static_cast<int>(leaves) + 2 > max_buffers()) return true;
+  const auto& reg = provider_registry::instance();
+  return !reg.empty() && reg.has(device().kind(), op);
+}
+
+inline void jit_backend::reduce(const device_reduction& r) {
+  const lowered_pass& lp = r.lowered;
+  if (r.inputs.size() == 1 && provider_registry::instance().has(device().kind(), r.op)) {
+    const device_leaf& in = r.inputs[0];
+    const reduce_call call{r.op,
+                           device(),
+                           {in.storage->handle(), *in.layout, in.type},
+                           {r.out.handle(), r.out_layout, r.result},
+                           r.mask};
+    if (provider_registry::instance().run(call)) return;
+  }
+  const reduce_plan plan = plan_reduction(r.count, r.nout, launch_limits().preferred, r.op);
+  const reduce_stage stage = plan.stage;
+  const reduce_spec spec{r.kind, stage, r.value,
+                         accumulator(r.kind, r.value, unsupported(dtype::f64).empty()), r.result};
+  const auto state = lp.state_for(this, [] { return std::make_shared<compiled_reduction>(); });
+  auto& cr = static_cast<compiled_reduction&>(*state);
+  std::vector<std::shared_ptr<kernel>> ks;
+  {
+    std::lock_guard lock(cr.mutex);
+    if (auto it = cr.kernels.find(stage); it != cr.kernels.end()) ks = it->second;
+  }
+  if (ks.empty()) {
+    const kernel_ir ir = stage_ir(lp.ir, spec);
+    auto used = ir.dtypes_used();
+    used[static_cast<int>(spec.acc)] = true;
+    if (const std::string why = cannot_run(used); !why.empty())
+      throw error(r.op, "the device cannot run this reduction", device().str() + ": " + why);
+    ks.push_back(compile_reduction(ir, spec));
+    if (stage == reduce_stage::partial) { // the second pass reads the partials
+      reduce_spec merge = spec;
+      merge.stage = reduce_stage::merge;
+      ks.push_back(compile_reduction(stage_ir(ir, merge), merge));
+    }
+    std::lock_guard lock(cr.mutex);
+    cr.kernels.emplace(stage, ks);
+  }
+  const kernel& kn = *ks[0];
+  std::vector<buffer_arg> args;
+  std::vector<std::int64_t> offsets;
+  std::vector<std::array<std::int64_t, max_rank>> strides;
+  for (std::size_t i = 0; i < r.inputs.size(); ++i) {
+    args.push_back({r.inputs[i].storage->handle()});
+    offsets.push_back(r.inputs[i].layout->offset);
+    strides.push_back(r.strides[i]);
+  }
+  const std::int64_t total = r.nout * r.count;
+  const std::int64_t extras[reduce_extras] = {r.count, r.nout, plan.chunks, plan.chunk};
+  auto params_of = [&](const kernel& k) {
+    std::vector<std::byte> params(k.layout.bytes);
+    k.layout.pack(params.data(), total, r.extents.data(), offsets.data(), strides, r.scalars,
+                  extras);
+    return params;
+  };
+  // A buffer the kernel indexes itself (by output, unit or partial), from its start.
+  auto bind_whole = [&](void* handle) {
+    args.push_back({handle});
+    offsets.push_back(0);
+    strides.push_back({});
+  };
+  if (stage != reduce_stage::partial) {
+    bind_whole(r.out.handle());
+    launch(kn, args, params_of(kn), plan.first);
+    return;
+  }
+  // Two passes through partials, released once queued (the queue runs in order).
+  std::vector<void*> partials;
+  try {
+    for (const dtype d : partial_dtypes(spec, lp.wide))
+      partials.push_back(allocate(static_cast<std::size_t>(plan.first.units) * size_of(d)));
+    for (void* p : partials)
+      bind_whole(p);
+    launch(kn, args, params_of(kn), plan.first);
+    const kernel& mk = *ks[1];
+    args.clear();
+    offsets.clear();
+    strides.clear();
+    for (void* p : partials)
+      bind_whole(p);
+    bind_whole(r.out.handle());
+    launch(mk, args, params_of(mk), plan.merge);
+  } catch (...) {
+    for (void* p : partials)
+      release(p);
+    throw;
+  }
+  for (void* p : partials)
+    release(p);
+}
+
+} // namespace kiln::jit

@@ -1,0 +1,162 @@
+#pragma once
+// The CUDA backend as kiln sees it: kiln::backend (memory, copies, waiting) and jit_backend
+// (limits, compile, launch) over the runtime in cuda/, with CUDA C++ from cuda_codegen.hpp
+// compiled by NVRTC. Images are kept in memory (single-flight, the same kernel_cache as
+// Vulkan) and on disk (the same disk_cache, KILN_CACHE_DIR), keyed with NVRTC's version and
+// the target architecture; the backend registers itself as the provider of "cuda:N".
+#include "kiln/jit/backend/device_backend.hpp"
+#include "kiln/jit/cuda/codegen.hpp"
+#include "kiln/jit/cuda/context.hpp"
+#include "kiln/jit/cuda/nvrtc.hpp"
+
+#include <cstring>
+
+namespace kiln::jit::cuda {
+
+// The disk-cache key of a kernel: source, options (with -arch), NVRTC's version, the
+// device's architecture and driver version, kiln's version.
+inline hash128 kernel_key(std::string_view source, std::string_view options,
+                          std::string_view nvrtc_version, int cc, int driver_version) {
+  kernel_key_inputs in;
+  in.source = source;
+  in.options = options;
+  in.compiler_version = nvrtc_version;
+  in.vendor_id = 0x10de; // NVIDIA
+  in.device_id = static_cast<std::uint32_t>(cc);
+  in.driver_version = static_cast<std::uint32_t>(driver_version);
+  in.kiln_version = kiln_version;
+  return kernel_cache_key(in);
+}
+
+// Is this (from the disk cache) plausibly an image of the kind asked for?
+inline bool looks_like(std::span<const std::byte> b, bool ptx) {
+  if (ptx) return !b.empty() && b.back() == std::byte{0};
+  return b.size() > 4 && std::memcmp(b.data(),
+                                     "\x7f"
+                                     "ELF",
+                                     4) == 0;
+}
+
+// Every dtype runs on every architecture; 16-bit floats need the toolkit's cuda_fp16.h and
+// cuda_bf16.h, which NVRTC does not have built in: why a kernel using `used` cannot be
+// compiled without a CUDA home ("" when it can).
+inline std::string missing_headers(const std::array<bool, 9>& used, const cuda_home& home) {
+  if ((used[static_cast<int>(dtype::f16)] || used[static_cast<int>(dtype::bf16)]) &&
+      home.path.empty())
+    return "f16 and bf16 kernels include cuda_fp16.h/cuda_bf16.h: " + home.why_not;
+  return {};
+}
+
+struct cuda_kernel : kernel {
+  cuda_kernel(const kernel_ir& ir, param_layout l) : kernel(ir, std::move(l)) {}
+  CUfunction fn = nullptr;
+};
+
+class cuda_backend final : public device_backend<cuda_backend, context, block> {
+public:
+  using kernel_type = cuda_kernel;
+  static constexpr const char* source_extension = "cu";
+
+  explicit cuda_backend(int index)
+      : device_backend(index, context::get(index)),
+        target_(target_for(ctx_->properties().cc, nvrtc().archs)),
+        limits_(launch_limits_for(ctx_->properties().multiprocessors)) {}
+
+  kiln::device device() const override { return {device_kind::cuda, index_}; }
+  std::string describe() const override {
+    const auto& p = ctx_->properties();
+    return p.name + " (CUDA, sm_" + std::to_string(p.cc) + ", " + nvrtc().version() + ")";
+  }
+  std::string cannot_run(const std::array<bool, 9>& used) const override {
+    return missing_headers(used, cuda_home_from_environment());
+  }
+  std::uint32_t max_inline_params() const override { return max_param_bytes; }
+  int max_buffers() const override { return cuda::max_buffers; }
+  grid_limits launch_limits() const override { return limits_; }
+
+  void launch(const kernel& k, std::span<const buffer_arg> buffers,
+              std::span<const std::byte> params, const launch_work& w) override {
+    const auto& ck = static_cast<const cuda_kernel&>(k);
+    const std::size_t ptr_bytes = 8 * buffers.size();
+    thread_local std::vector<std::byte> blob;
+    blob.assign(struct_bytes(k.layout), std::byte{0});
+    if (ptr_bytes + params.size() > blob.size())
+      throw error("launch", "parameters do not match the kernel",
+                  std::to_string(buffers.size()) + " buffers, " + std::to_string(params.size()) +
+                      " parameter bytes");
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const CUdeviceptr p = static_cast<const block*>(buffers[i].handle)->ptr;
+      std::memcpy(blob.data() + 8 * i, &p, 8);
+    }
+    std::memcpy(blob.data() + ptr_bytes, params.data(), params.size());
+    const launch_grid g = grid_for(k, w);
+    ctx_->launch(ck.fn, static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
+                 static_cast<unsigned>(k.workgroup), blob);
+  }
+
+  const nvrtc_target& target() const { return target_; }
+
+  // --- what device_backend asks of a backend
+  std::string generate(const kernel_ir& ir, const param_layout& l) const {
+    return cuda::generate(ir, l);
+  }
+  std::string generate_reduction(const kernel_ir& ir, const param_layout& l,
+                                 const reduce_spec& r) const {
+    return cuda::generate_reduction(ir, l, r);
+  }
+  std::int64_t workgroup_size() const { return 256; }
+  hash128 cache_key(std::string_view source) const {
+    const auto options = nvrtc_options(target_, cuda_home_from_environment().include_dir());
+    return kernel_key(source, joined(options), nvrtc().version(), ctx_->properties().cc,
+                      ctx_->api().version);
+  }
+  std::string cache_identity() const {
+    return "cuda " + target_.option() + " " + ctx_->properties().name;
+  }
+  compiled_binary compile_source(const std::string& source) const {
+    const auto options = nvrtc_options(target_, cuda_home_from_environment().include_dir());
+    module_image m = compile_cuda(nvrtc(), source, options, target_.ptx);
+    return {std::move(m.bytes), m.compile_ms, "NVRTC " + joined(options)};
+  }
+  // A cubin or PTX image into a loaded function; an image the driver rejects from the disk
+  // cache is a miss.
+  bool load(cuda_kernel& k, std::span<const std::byte> binary, bool from_disk, const std::string&) {
+    if (from_disk) {
+      if (!looks_like(binary, target_.ptx)) return false;
+      k.fn = ctx_->try_load(binary, "kiln_kernel");
+      return k.fn != nullptr;
+    }
+    k.fn = ctx_->load(binary, "kiln_kernel");
+    return true;
+  }
+
+private:
+  nvrtc_target target_;
+  grid_limits limits_;
+};
+
+// cuda:N for each device the driver reports, or cuda:0 unavailable with the reason (no
+// driver, no GPU, no NVRTC).
+inline std::vector<device_info> list_cuda_devices() {
+  const auto& d = driver();
+  if (!d.ok()) return {{kiln::device(device_kind::cuda, 0), false, d.why_not}};
+  const auto& nv = nvrtc();
+  if (!nv.ok()) return {{kiln::device(device_kind::cuda, 0), false, nv.why_not}};
+  std::vector<device_info> out;
+  for (int i = 0; i < d.devices; ++i) {
+    CUdevice dev = 0;
+    char name[256] = {};
+    if (d.cuDeviceGet(&dev, i) == 0) d.cuDeviceGetName(name, sizeof name, dev);
+    out.push_back({kiln::device(device_kind::cuda, i), true, std::string(name) + " (CUDA)"});
+  }
+  return out;
+}
+
+inline std::shared_ptr<backend> open_cuda(int index) {
+  if (!nvrtc().ok())
+    throw error("device", "device is not available",
+                "cuda:" + std::to_string(index) + ": " + nvrtc().why_not);
+  return cuda_backend::open(index);
+}
+
+} // namespace kiln::jit::cuda

@@ -1,0 +1,11 @@
+#pragma once
+// The kernel IR, lowering's output, lives with the planner (include/kiln/ir/): the JIT
+// reads it under its own names.
+#include "kiln/executor.hpp"
+#include "kiln/jit/pipeline/ir.hpp"
+
+namespace kiln::jit {
+using namespace kiln::ir;
+using kiln::lowering_count;
+using kiln::reduce_kind;
+} // namespace kiln::jit

@@ -1,0 +1,58 @@
+#pragma once
+// How a reduction of `count` inputs into each of `nout` outputs is split over kernels so that
+// no invocation loops more than launch_grid.hpp's budget: short reductions take an
+// invocation per output; long ones a workgroup per chunk of an output, in one pass when an
+// output is one chunk, else two (partials, then a merge over each output's chunks). Chunks
+// are sized for about the device's preferred number of workgroups in all.
+#include "kiln/error.hpp"
+#include "kiln/jit/pipeline/launch_grid.hpp"
+#include "kiln/jit/pipeline/reduce_spec.hpp"
+#include "kiln/kernels/reduce_template.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace kiln::jit {
+
+struct reduce_plan {
+  reduce_stage stage = reduce_stage::thread;
+  std::int64_t chunk = 0;  // inputs per chunk (a multiple of the group size when chunks > 1)
+  std::int64_t chunks = 1; // chunks per output
+  launch_work first;       // the kernel of `stage`
+  launch_work merge;       // the second pass (stage partial only)
+};
+
+inline reduce_plan plan_reduction(std::int64_t count, std::int64_t nout,
+                                  std::int64_t preferred_groups, const char* op) {
+  constexpr std::int64_t g = kernels::reduce_group_size;
+  constexpr std::int64_t tree = 7; // loop iterations of the tree (6) and of the outer loop (1)
+  reduce_plan p;
+  p.chunk = count;
+  if (count < g) {
+    p.first = {nout, false, 1 + count};
+    return p;
+  }
+  const std::int64_t max_trips = loop_budget / 2; // per chunk, and per lane of the merge
+  const std::int64_t needed = (count + g * g * max_trips - 1) / (g * g * max_trips);
+  if (needed > max_trips)
+    throw error(op, "reduction too long for the device's kernels",
+                std::to_string(count) + " inputs per output");
+  const std::int64_t total = count * nout;
+  const std::int64_t per_group = std::max<std::int64_t>(preferred_groups, 1) * g;
+  const std::int64_t preferred = (total + per_group - 1) / per_group;
+  const std::int64_t trips =
+      std::min({std::max({preferred, needed, std::int64_t{1}}), max_trips, (count + g - 1) / g});
+  p.chunks = (count + g * trips - 1) / (g * trips);
+  if (p.chunks == 1) {
+    p.stage = reduce_stage::group;
+    p.first = {nout, true, tree + (count + g - 1) / g};
+    return p;
+  }
+  p.stage = reduce_stage::partial;
+  p.chunk = g * trips;
+  p.first = {nout * p.chunks, true, tree + trips};
+  p.merge = {nout, true, tree + (p.chunks + g - 1) / g};
+  return p;
+}
+
+} // namespace kiln::jit

@@ -1,0 +1,59 @@
+#pragma once
+// What a reduction kernel computes, for the code generators: which reduction, the dtypes
+// of its values, accumulator and result, and which kernel template (see kernels/).
+#include "kiln/jit/pipeline/ir.hpp"
+
+namespace kiln::jit {
+
+// The kernel templates of kernels/kiln/kernels/reduce_template.hpp.
+enum class reduce_stage : std::uint8_t {
+  thread,  // an invocation per output (short reductions)
+  group,   // a workgroup per output, one chunk: stores the results
+  partial, // a workgroup per chunk of an output: stores each chunk's accumulator (pass 1)
+  merge,   // a workgroup per output over its chunks' accumulators (pass 2)
+};
+
+// Index fields after n in a reduction kernel's parameters: count, outputs, chunks per
+// output, inputs per chunk (P.x0 .. P.x3).
+inline constexpr int reduce_extras = 4;
+
+struct reduce_spec {
+  reduce_kind kind;
+  reduce_stage stage;
+  dtype value;  // the reduced expression's dtype
+  dtype acc;    // accumulator dtype
+  dtype result; // the output's dtype
+  // Whether `ai` carries state between passes: argmax/argmin's index, a float product's
+  // exponent.
+  bool carries_index() const {
+    return kind == reduce_kind::argmax || kind == reduce_kind::argmin ||
+           (kind == reduce_kind::prod && is_floating(acc));
+  }
+};
+
+// The buffers between the two passes of a reduction: the accumulators, and the carried
+// index (carries_index) in the kernel's index type.
+inline std::vector<dtype> partial_dtypes(const reduce_spec& s, bool wide_index) {
+  std::vector<dtype> d{s.acc};
+  if (s.carries_index()) d.push_back(wide_index ? dtype::i64 : dtype::i32);
+  return d;
+}
+
+// The IR of a stage's kernel from the reduced expression's IR (`value`): its buffers are
+// the expression's inputs, then the result; a partial pass writes the partials instead; a
+// merge pass reads those and has no expression.
+inline kernel_ir stage_ir(kernel_ir value, const reduce_spec& s) {
+  value.outputs = {s.result};
+  if (s.stage == reduce_stage::partial) {
+    value.outputs = partial_dtypes(s, value.wide_index);
+  } else if (s.stage == reduce_stage::merge) {
+    kernel_ir m;
+    m.inputs = partial_dtypes(s, value.wide_index);
+    m.outputs = {s.result};
+    m.wide_index = value.wide_index;
+    return m;
+  }
+  return value;
+}
+
+} // namespace kiln::jit

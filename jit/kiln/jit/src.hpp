@@ -1,0 +1,24 @@
+#pragma once
+// The JIT's implementation, compiled once per program: include this in exactly one file
+// (CMake's kiln::kiln does it for you, in the kiln_runtime library). Everything after the
+// planner hands over a pass lowered to IR is here: the executors' shared body, code
+// generation, compilers, caches, and the Vulkan and CUDA runtimes.
+#include "kiln/backend.hpp"
+#include "kiln/jit/backend/run_pass.hpp"
+#include "kiln/jit/backend/run_reduction.hpp"
+#include "kiln/jit/cuda/backend.hpp"
+#include "kiln/jit/jit.hpp"
+#include "kiln/jit/vulkan/backend.hpp"
+
+namespace kiln::jit {
+
+bool register_builtin_backends() {
+  static const bool done = [] {
+    register_backend({device_kind::vulkan, vk::list_vulkan_devices, vk::open_vulkan});
+    register_backend({device_kind::cuda, cuda::list_cuda_devices, cuda::open_cuda});
+    return true;
+  }();
+  return done;
+}
+
+} // namespace kiln::jit
