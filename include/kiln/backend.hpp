@@ -149,12 +149,12 @@ inline device::device(std::string_view spec, const std::string& op) : device(par
 // may change it; the parsed device is cached per thread while the text stays the same
 // (naming a device asks the backends, which is not free).
 inline device default_device() {
-  const char* env = std::getenv("KILN_DEVICE");
-  if (!env || !*env) return device{};
+  const std::string_view env = settings::raw("KILN_DEVICE");
+  if (env.empty()) return device{};
   thread_local std::string last;
   thread_local device parsed;
   if (last != env) {
-    parsed = device(std::string_view(env), "KILN_DEVICE");
+    parsed = device(env, "KILN_DEVICE");
     last = env;
   }
   return parsed;

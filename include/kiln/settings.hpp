@@ -1,18 +1,166 @@
 #pragma once
-// KILN_* environment settings go through this one parser, so that every variable accepts
-// the same spellings and a bad value is a kiln::error under the variable's own name (op
-// "KILN_VK_WORKGROUP", not the operation that happened to read it first). Numbers are
-// plain decimal digits: no sign, no spaces, no "0x"; an unset or empty variable is "not set".
+// Every environment variable kiln reads is an entry of one table (`variables`: name, kind,
+// default, meaning), and every read names an entry: a settings::key is made from a name at
+// compile time, so a misspelt name or a read of the wrong kind does not compile. README.md's
+// "Settings" table is this table, row for row (tests/test_settings.cpp checks it, and that
+// every "KILN_..." string in the sources is an entry). std::getenv is called here only.
+//
+// One set of rules for values: an unset or empty variable is "not set"; numbers are plain
+// decimal digits (no sign, no spaces, no "0x"); flags are 0 or 1; a value of the wrong form
+// is a kiln::error whose op is the variable's name (op "KILN_VK_WORKGROUP", not the
+// operation that happened to read it first). A variable naming a folder, library or program
+// is an explicit choice: one that does not work is reported naming the variable, never
+// replaced by another.
 #include "kiln/error.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace kiln::settings {
+
+enum class kind : std::uint8_t {
+  integer,  // decimal digits in a range
+  bytes,    // decimal digits with an optional K, M or G suffix (powers of 1024)
+  flag,     // 0 or 1
+  words,    // a comma list of the entry's `words`
+  device,   // a device string (kiln::device parses it)
+  folder,   // a directory
+  library,  // a shared library, as dlopen takes it
+  program,  // a program: a path, or a name looked up on PATH
+  external, // not kiln's: a system variable kiln falls back on
+};
+
+struct variable {
+  std::string_view name;
+  settings::kind kind;
+  std::string_view fallback; // what applies when it is not set (README's "default")
+  std::string_view meaning;  // README's "meaning"
+  std::string_view words{};  // kind::words: the accepted words, comma-separated
+};
+
+// README.md's "Settings" table has one row per entry, in this order:
+// | `name` | fallback | meaning |
+inline constexpr variable variables[] = {
+    {"KILN_DEVICE", kind::device, "`host`",
+     "where the creation functions (`zeros`, `from`, `arange`, ...) place a tensor when no "
+     "device is given: `host`, `vulkan:N` or `cuda:N` (read at each call); a malformed, "
+     "unknown or unusable device is an error"},
+    {"KILN_NUM_THREADS", kind::integer, "all hardware threads",
+     "host threads, an integer in [1, 1024]"},
+    {"KILN_STREAM_BYTES", kind::integer, "3/8 of the last-level cache (64 MiB if unknown)",
+     "bytes a contiguous host pass without math functions must write before it uses streaming "
+     "stores; `0`: never"},
+    {"KILN_CACHE_DIR", kind::folder, "`$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`",
+     "folder of the disk cache of compiled kernels; one that cannot be created or written is "
+     "an error (a default one that cannot: memory only)"},
+    {"KILN_CACHE_MAX_BYTES", kind::bytes, "`256M`",
+     "bound of the disk cache, least recently used evicted first: bytes, or with a `K`, `M` or "
+     "`G` suffix (powers of 1024); `0`: no disk cache"},
+    {"KILN_LOG", kind::words, "nothing logged",
+     "a comma list of what to log to stderr: `jit` (each compile and disk-cache hit, with its "
+     "milliseconds), `all`",
+     "jit,all"},
+    {"KILN_DUMP_KERNELS", kind::folder, "no dumps",
+     "folder where each generated kernel source is written, named by its hash; one that cannot "
+     "be written is an error"},
+    {"KILN_VALIDATE_SPIRV", kind::flag, "`0`",
+     "`1`: run `spirv-val` on every generated SPIR-V module (the tests do)"},
+    {"KILN_VK_VALIDATION", kind::flag, "`0`",
+     "`1`: enable the Khronos validation layer; its messages are counted and printed"},
+    {"KILN_VK_WORKGROUP", kind::integer, "`64`",
+     "invocations per workgroup of elementwise Vulkan kernels, in [1, the device's limit]"},
+    {"KILN_VK_MAX_GROUPS", kind::integer, "`65535` (`256` on a CPU device)",
+     "workgroups of an elementwise Vulkan kernel, past which invocations loop over several "
+     "elements, in [1, the device's limit]"},
+    {"KILN_SHADERC_LIBRARY", kind::library,
+     "`libshaderc_shared.so`, `libshaderc_shared.so.1`, `libshaderc.so.1`, else `glslc`",
+     "the libshaderc that compiles GLSL in process; one that does not load is an error"},
+    {"KILN_GLSLC", kind::program, "`glslc` on `PATH`",
+     "the `glslc` used when no libshaderc loads; one that does not run is an error"},
+    {"KILN_SPIRV_VAL", kind::program, "`spirv-val` on `PATH`",
+     "the `spirv-val` of `KILN_VALIDATE_SPIRV`; one that does not run is an error"},
+    {"KILN_CUDA_HOME", kind::folder, "`$CUDA_HOME`, else `/usr/local/cuda`",
+     "the CUDA toolkit (NVRTC, `cuda_fp16.h`, `ptxas`); one that is not a directory makes "
+     "`cuda:N` unavailable with that reason"},
+    {"KILN_PTXAS", kind::program, "`ptxas` of the CUDA toolkit, else on `PATH`",
+     "the `ptxas` that checks NVRTC's PTX (the CUDA codegen tests); one that does not run is "
+     "an error"},
+    {"CUDA_HOME", kind::external, "unset", "the CUDA toolkit when `KILN_CUDA_HOME` is unset"},
+    {"XDG_CACHE_HOME", kind::external, "unset",
+     "parent of the default cache folder when absolute (a relative one is ignored, as the XDG "
+     "specification says)"},
+    {"HOME", kind::external, "unset", "`$HOME/.cache/kiln` is the last default cache folder"},
+    {"PATH", kind::external, "`/usr/local/bin:/usr/bin:/bin`",
+     "where `glslc`, `spirv-val` and `ptxas` are looked up (empty entries skipped)"},
+    {"TMPDIR", kind::external, "`/tmp`", "where compiler inputs are written"},
+};
+
+namespace detail {
+// Declared, never defined: a constant evaluation that reaches one fails to compile, and the
+// compiler's message names it.
+void not_a_setting_in_the_table(std::string_view name);
+void a_setting_of_another_kind(std::string_view name);
+
+consteval std::size_t index_of(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(variables); ++i)
+    if (variables[i].name == name) return i;
+  not_a_setting_in_the_table(name);
+  return 0;
+}
+
+consteval bool names_are_unique() {
+  for (std::size_t i = 0; i < std::size(variables); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (variables[i].name == variables[j].name) return false;
+  return true;
+}
+static_assert(names_are_unique(), "kiln: a variable is twice in the settings table");
+} // namespace detail
+
+// An entry of the table, named by a string literal checked at compile time.
+class key {
+public:
+  consteval key(const char* name) : index_(detail::index_of(name)) {}
+  constexpr const variable& info() const { return variables[index_]; }
+  // The names are string literals: data() ends in a '\0'.
+  constexpr const char* name() const { return info().name.data(); }
+
+private:
+  std::size_t index_;
+};
+
+// A key whose entry has kind K: `flag("KILN_NUM_THREADS")` does not compile.
+template <kind K>
+class key_of : public key {
+public:
+  consteval key_of(const char* name) : key(name) {
+    if (info().kind != K) detail::a_setting_of_another_kind(name);
+  }
+};
+
+// The variable's text as the environment holds it; empty when unset. Valid until the
+// environment changes (the hot path of default_device reads it without copying).
+inline std::string_view raw(key k) {
+  const char* v = std::getenv(k.name());
+  return v ? std::string_view(v) : std::string_view();
+}
+
+// The variable's text, or nullopt when it is unset or empty.
+inline std::optional<std::string> text(key k) {
+  const std::string_view v = raw(k);
+  if (v.empty()) return std::nullopt;
+  return std::string(v);
+}
+
+[[noreturn]] inline void bad_value(key k, std::string_view text, std::string_view expected) {
+  throw error(k.name(), "bad value, expected " + std::string(expected),
+              std::string(k.name()) + "=\"" + std::string(text) + "\"");
+}
 
 // Decimal digits only, at most `max`; nullopt for anything else (overflow included).
 inline std::optional<std::uint64_t> parse_decimal(std::string_view text, std::uint64_t max) {
@@ -27,24 +175,10 @@ inline std::optional<std::uint64_t> parse_decimal(std::string_view text, std::ui
   return v;
 }
 
-// The variable's text, or nullopt when it is unset or empty.
-inline std::optional<std::string> text(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  return std::string(v);
-}
-
-[[noreturn]] inline void bad_value(std::string_view name, std::string_view text,
-                                   std::string_view expected) {
-  throw error(std::string(name), "bad value, expected " + std::string(expected),
-              std::string(name) + "=\"" + std::string(text) + "\"");
-}
-
 // An integer in [lo, hi]; with `byte_suffixes` a K, M or G suffix (any case) multiplies by
 // 2^10, 2^20, 2^30. `expected` words the error ("a number of threads in [1, 1024]").
-inline std::uint64_t parse_integer(std::string_view name, std::string_view text, std::uint64_t lo,
-                                   std::uint64_t hi, const std::string& expected,
-                                   bool byte_suffixes = false) {
+inline std::uint64_t parse_integer(key k, std::string_view text, std::uint64_t lo, std::uint64_t hi,
+                                   const std::string& expected, bool byte_suffixes = false) {
   std::string_view digits = text;
   int shift = 0;
   if (byte_suffixes && !digits.empty()) {
@@ -56,7 +190,7 @@ inline std::uint64_t parse_integer(std::string_view name, std::string_view text,
     if (shift) digits.remove_suffix(1);
   }
   const auto v = parse_decimal(digits, UINT64_MAX >> shift);
-  if (!v || (*v << shift) < lo || (*v << shift) > hi) bad_value(name, text, expected);
+  if (!v || (*v << shift) < lo || (*v << shift) > hi) bad_value(k, text, expected);
   return *v << shift;
 }
 
@@ -65,38 +199,52 @@ inline std::string range_words(std::uint64_t lo, std::uint64_t hi) {
 }
 
 // The variable as an integer in [lo, hi], or `fallback` when it is not set.
-inline std::uint64_t integer(const char* name, std::uint64_t fallback, std::uint64_t lo,
+inline std::uint64_t integer(key_of<kind::integer> k, std::uint64_t fallback, std::uint64_t lo,
                              std::uint64_t hi) {
-  const auto t = text(name);
-  return t ? parse_integer(name, *t, lo, hi, range_words(lo, hi)) : fallback;
+  const auto t = text(k);
+  return t ? parse_integer(k, *t, lo, hi, range_words(lo, hi)) : fallback;
+}
+
+// "268435456", "256M", "1G", "64k": a byte count with an optional binary K/M/G suffix.
+inline std::uint64_t parse_bytes(key_of<kind::bytes> k, std::string_view text) {
+  return parse_integer(k, text, 0, UINT64_MAX,
+                       "a byte count such as 268435456 or 256M (suffixes K, M, G are powers "
+                       "of 1024)",
+                       true);
+}
+inline std::uint64_t bytes(key_of<kind::bytes> k, std::uint64_t fallback) {
+  const auto t = text(k);
+  return t ? parse_bytes(k, *t) : fallback;
 }
 
 // "1" is on, "0" off; not set: `fallback`.
-inline bool flag(const char* name, bool fallback = false) {
-  const auto t = text(name);
+inline bool flag(key_of<kind::flag> k, bool fallback = false) {
+  const auto t = text(k);
   if (!t) return fallback;
-  if (*t != "0" && *t != "1") bad_value(name, *t, "0 or 1");
+  if (*t != "0" && *t != "1") bad_value(k, *t, "0 or 1");
   return *t == "1";
 }
 
-// A comma list of words from `allowed` (KILN_LOG=jit): whether it names `word` or "all".
-// Not set: false; a word outside `allowed` is an error (a typo would silently log nothing).
-inline bool in_list(const char* name, std::string_view word,
-                    std::initializer_list<std::string_view> allowed) {
-  const auto t = text(name);
+// A comma list of the entry's words (KILN_LOG=jit): whether it names `word` or "all". Not
+// set: false; a word outside the entry's is an error (a typo would silently log nothing).
+inline bool in_list(key_of<kind::words> k, std::string_view word) {
+  const auto t = text(k);
   if (!t) return false;
-  std::string expected = "a comma list of";
-  for (const auto a : allowed)
-    expected += " " + std::string(a);
+  const std::string_view allowed = k.info().words;
+  auto known = [&](std::string_view item) {
+    for (std::size_t begin = 0; begin <= allowed.size();) {
+      const std::size_t end = std::min(allowed.find(',', begin), allowed.size());
+      if (allowed.substr(begin, end - begin) == item) return true;
+      begin = end + 1;
+    }
+    return false;
+  };
   bool found = false;
   std::string_view rest = *t;
   while (true) {
     const auto comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
-    bool known = false;
-    for (const auto a : allowed)
-      known = known || item == a;
-    if (!known) bad_value(name, *t, expected);
+    if (!known(item)) bad_value(k, *t, "a comma list of " + std::string(allowed));
     found = found || item == word || item == "all";
     if (comma == std::string_view::npos) return found;
     rest.remove_prefix(comma + 1);

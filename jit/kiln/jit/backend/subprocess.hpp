@@ -7,6 +7,7 @@
 // never inherits another thread's pipe or temp file (an inherited write end would keep the
 // other reader waiting for EOF until that unrelated child exits).
 #include "kiln/error.hpp"
+#include "kiln/settings.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -58,8 +59,7 @@ inline bool is_executable_file(const std::string& path, std::string& why_not) {
 }
 
 inline program_location search_path(std::string_view name) {
-  const char* env = std::getenv("PATH");
-  const std::string path_list = env ? env : "/usr/local/bin:/usr/bin:/bin";
+  const std::string path_list = settings::text("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   std::size_t begin = 0;
   while (begin <= path_list.size()) {
     std::size_t end = path_list.find(':', begin);
@@ -101,11 +101,15 @@ inline program_location locate_program(const std::string& value) {
 }
 
 // The program `env_var` names when that variable is set (only it: an explicit choice that
-// does not work is reported, not replaced), else `name` found on PATH.
-inline program_location find_program(std::string_view name, const char* env_var) {
-  if (const char* v = env_var ? std::getenv(env_var) : nullptr; v && *v) {
-    program_location found = locate_program(v);
-    if (found.path.empty()) found.why_not = std::string(env_var) + "=" + v + ": " + found.why_not;
+// does not work is a kiln::error naming the variable, not replaced), else `name` found on
+// PATH (or not: then why_not says so).
+inline program_location find_program(std::string_view name,
+                                     settings::key_of<settings::kind::program> env_var) {
+  if (const auto v = settings::text(env_var)) {
+    program_location found = locate_program(*v);
+    if (found.path.empty())
+      throw kiln::error(env_var.name(), "names no usable program",
+                        std::string(env_var.name()) + "=" + *v + ": " + found.why_not);
     return found;
   }
   return detail::search_path(name);
@@ -116,8 +120,7 @@ inline program_location find_program(std::string_view name, const char* env_var)
 class temp_file {
 public:
   temp_file(std::string_view suffix, const char* op) {
-    const char* dir = std::getenv("TMPDIR");
-    path_ = std::string(dir && *dir ? dir : "/tmp") + "/kiln-XXXXXX" + std::string(suffix);
+    path_ = settings::text("TMPDIR").value_or("/tmp") + "/kiln-XXXXXX" + std::string(suffix);
     fd_ = ::mkostemps(path_.data(), static_cast<int>(suffix.size()), O_CLOEXEC);
     if (fd_ < 0)
       throw kiln::error(op, "cannot create a temporary file", path_ + ": " + std::strerror(errno));

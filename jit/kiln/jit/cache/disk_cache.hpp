@@ -67,30 +67,30 @@ public:
     open();
   }
 
+  // As above, but a folder that cannot be used is a kiln::error under the setting's name.
+  disk_cache(std::string dir, std::uint64_t max_bytes,
+             settings::key_of<settings::kind::folder> setting)
+      : disk_cache(std::move(dir), max_bytes) {
+    if (!enabled_ && max_bytes_ != 0)
+      throw error(setting.name(), "cannot use the cache folder", reason_);
+  }
+
   disk_cache(const disk_cache&) = delete;
   disk_cache& operator=(const disk_cache&) = delete;
 
   // The folder: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln; the
-  // bound: KILN_CACHE_MAX_BYTES (bytes, or with a K/M/G suffix), else the default.
+  // bound: KILN_CACHE_MAX_BYTES (bytes, or with a K/M/G suffix), else the default. A
+  // KILN_CACHE_DIR that cannot be used is an error (it was asked for: every run would
+  // silently recompile); a default folder that cannot means memory only.
   static disk_cache from_environment() {
-    std::uint64_t max_bytes = default_max_bytes();
-    if (const char* v = std::getenv("KILN_CACHE_MAX_BYTES"); v && *v)
-      max_bytes = parse_max_bytes(v);
-    if (const char* v = std::getenv("KILN_CACHE_DIR"); v && *v) return disk_cache(v, max_bytes);
+    const std::uint64_t max_bytes = settings::bytes("KILN_CACHE_MAX_BYTES", default_max_bytes());
+    if (const auto v = settings::text("KILN_CACHE_DIR"))
+      return disk_cache(*v, max_bytes, "KILN_CACHE_DIR");
     // The XDG spec says to ignore a relative XDG_CACHE_HOME.
-    if (const char* v = std::getenv("XDG_CACHE_HOME"); v && v[0] == '/')
-      return disk_cache(std::string(v) + "/kiln", max_bytes);
-    if (const char* v = std::getenv("HOME"); v && *v)
-      return disk_cache(std::string(v) + "/.cache/kiln", max_bytes);
+    if (const auto v = settings::text("XDG_CACHE_HOME"); v && v->front() == '/')
+      return disk_cache(*v + "/kiln", max_bytes);
+    if (const auto v = settings::text("HOME")) return disk_cache(*v + "/.cache/kiln", max_bytes);
     return disk_cache("", max_bytes);
-  }
-
-  // "268435456", "256M", "1G", "64k": a byte count with an optional binary K/M/G suffix.
-  static std::uint64_t parse_max_bytes(std::string_view text) {
-    return settings::parse_integer("KILN_CACHE_MAX_BYTES", text, 0, UINT64_MAX,
-                                   "a byte count such as 268435456 or 256M (suffixes K, M, G "
-                                   "are powers of 1024)",
-                                   true);
   }
 
   bool enabled() const { return enabled_; }

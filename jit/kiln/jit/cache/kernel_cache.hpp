@@ -20,7 +20,7 @@ namespace kiln::jit {
 
 // KILN_LOG=jit (or a comma list containing jit, or all).
 inline bool log_enabled() {
-  static const bool on = settings::in_list("KILN_LOG", "jit", {"jit", "all"});
+  static const bool on = settings::in_list("KILN_LOG", "jit");
   return on;
 }
 inline void log(const std::string& line) {
@@ -31,17 +31,19 @@ inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// KILN_DUMP_KERNELS=dir: each generated source is written there once, named by its hash.
+// KILN_DUMP_KERNELS=dir: each generated source is written there once, named by its hash;
+// a dump that was asked for and cannot be written is an error, not a silent gap.
 inline void dump_kernel(std::string_view source, std::string_view extension) {
-  const char* dir = std::getenv("KILN_DUMP_KERNELS");
-  if (!dir || !*dir) return;
+  const auto dir = settings::text("KILN_DUMP_KERNELS");
+  if (!dir) return;
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::string path =
-      std::string(dir) + "/" + hash_of(source).hex() + "." + std::string(extension);
+  std::filesystem::create_directories(*dir, ec);
+  const std::string path = *dir + "/" + hash_of(source).hex() + "." + std::string(extension);
   std::ofstream f(path, std::ios::binary);
   f.write(source.data(), static_cast<std::streamsize>(source.size()));
-  if (!f) log("cannot write " + path);
+  if (!f)
+    throw error("KILN_DUMP_KERNELS", "cannot write a kernel dump",
+                path + (ec ? ": " + ec.message() : std::string()));
 }
 
 template <class V>

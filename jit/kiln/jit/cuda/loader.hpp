@@ -6,6 +6,7 @@
 // set — an explicit choice that does not work is reported, not replaced — else CUDA_HOME,
 // else /usr/local/cuda.
 #include "kiln/error.hpp"
+#include "kiln/settings.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -108,8 +109,8 @@ inline cuda_home find_cuda_home(const char* kiln_home, const char* home) {
   return {{}, "no CUDA toolkit: set KILN_CUDA_HOME or CUDA_HOME (/usr/local/cuda does not exist)"};
 }
 inline const cuda_home& cuda_home_from_environment() {
-  static const cuda_home h =
-      find_cuda_home(std::getenv("KILN_CUDA_HOME"), std::getenv("CUDA_HOME"));
+  static const cuda_home h = find_cuda_home(settings::text("KILN_CUDA_HOME").value_or("").c_str(),
+                                            settings::text("CUDA_HOME").value_or("").c_str());
   return h;
 }
 
@@ -187,8 +188,7 @@ inline nvrtc_library load_nvrtc(const cuda_home& home, bool home_is_explicit) {
 
 inline const nvrtc_library& nvrtc() {
   static const nvrtc_library n = [] {
-    const char* k = std::getenv("KILN_CUDA_HOME");
-    return load_nvrtc(cuda_home_from_environment(), k && *k);
+    return load_nvrtc(cuda_home_from_environment(), settings::text("KILN_CUDA_HOME").has_value());
   }();
   return n;
 }

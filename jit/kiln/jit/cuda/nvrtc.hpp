@@ -105,14 +105,13 @@ inline module_image compile_for(const std::string& source, const nvrtc_target& t
 
 // ptxas from the CUDA home's bin/, else on PATH (KILN_PTXAS names it explicitly).
 inline program_location find_ptxas() {
-  if (const char* v = std::getenv("KILN_PTXAS"); v && *v)
-    return find_program("ptxas", "KILN_PTXAS");
+  if (settings::text("KILN_PTXAS")) return find_program("ptxas", "KILN_PTXAS");
   const auto& home = cuda_home_from_environment();
   if (!home.path.empty()) {
     program_location p = locate_program(home.path + "/bin/ptxas");
     if (!p.path.empty()) return p;
   }
-  return find_program("ptxas", nullptr);
+  return jit::detail::search_path("ptxas");
 }
 
 // Assembles PTX for sm_<arch> with ptxas (a check of what NVRTC emitted: the driver's own

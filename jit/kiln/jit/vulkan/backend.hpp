@@ -18,8 +18,8 @@ inline bool validate_spirv_enabled() {
 
 // An integer setting in [lo, hi], else `fallback`; a bad value is a kiln::error named after
 // the variable (not "device", which backend_for would report as the allocating op).
-inline std::uint32_t env_number(const char* name, std::uint32_t fallback, std::uint32_t lo,
-                                std::uint32_t hi) {
+inline std::uint32_t env_number(settings::key_of<settings::kind::integer> name,
+                                std::uint32_t fallback, std::uint32_t lo, std::uint32_t hi) {
   return static_cast<std::uint32_t>(settings::integer(name, fallback, lo, hi));
 }
 

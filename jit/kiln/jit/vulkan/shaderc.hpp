@@ -12,6 +12,7 @@
 #include "kiln/error.hpp"
 #include "kiln/jit/backend/subprocess.hpp"
 #include "kiln/jit/vulkan/shaderc_library.hpp"
+#include "kiln/settings.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -161,7 +162,8 @@ public:
   // Chooses the compiler now: with path automatic, the first libshaderc that works (the
   // config's library, else KILN_SHADERC_LIBRARY, then libshaderc_shared.so,
   // libshaderc_shared.so.1, libshaderc.so.1), else glslc. Throws kiln::error("shaderc", "no
-  // GLSL compiler", what was tried and why) when the chosen kind is not there.
+  // GLSL compiler", what was tried and why) when the chosen kind is not there, and one named
+  // after the variable when KILN_SHADERC_LIBRARY or KILN_GLSLC names one that does not work.
   explicit glsl_compiler(glsl_compiler_config config = {})
       : target_env_(config.target_env), optimize_(config.optimize),
         glslc_timeout_(config.glslc_timeout) {
@@ -178,6 +180,8 @@ public:
         version_ = library_->version();
         return;
       }
+      if (config.library.empty() && settings::text("KILN_SHADERC_LIBRARY"))
+        throw kiln::error("KILN_SHADERC_LIBRARY", "the library does not load", rejection_);
       tried = "libshaderc: " + rejection_;
     }
     if (config.path != shaderc_path::library) {
@@ -242,8 +246,9 @@ private:
     std::vector<shaderc_library::candidate> candidates;
     if (!explicit_.empty()) {
       candidates.push_back({"", explicit_});
-    } else if (const char* v = std::getenv("KILN_SHADERC_LIBRARY"); v && *v) {
-      candidates.push_back({"KILN_SHADERC_LIBRARY", v});
+    } else if (const auto v = settings::text("KILN_SHADERC_LIBRARY")) {
+      // An explicit choice: one that does not load is reported, not replaced.
+      return {{"KILN_SHADERC_LIBRARY", *v}};
     }
     // The Vulkan SDK's names, then Debian's (whose 2023.2 build does not load).
     for (const char* name : {"libshaderc_shared.so", "libshaderc_shared.so.1", "libshaderc.so.1"})
@@ -311,7 +316,8 @@ private:
 };
 
 // Runs spirv-val (KILN_SPIRV_VAL, else PATH) on a module: {true, ""} when valid, {false,
-// its messages} when not, {false, "spirv-val not found"} when there is no spirv-val.
+// its messages} when not, {false, "spirv-val not found"} when there is no spirv-val (a
+// KILN_SPIRV_VAL naming no program is a kiln::error).
 inline std::pair<bool, std::string> validate_spirv(std::span<const std::uint32_t> words,
                                                    std::string_view target_env = "vulkan1.1") {
   const program_location where = find_program("spirv-val", "KILN_SPIRV_VAL");
