@@ -288,13 +288,15 @@ TEST_CASE("shaderc: Debian 12's libshaderc.so.1 is rejected with dlopen's reason
   CHECK(c.inprocess_rejection().rfind(why, 0) == 0);
 }
 
-TEST_CASE("shaderc: KILN_SHADERC_LIBRARY naming no file is rejected with a reason", "[shaderc]") {
+// KILN_SHADERC_LIBRARY naming no file is an error (test_settings.cpp); the library the config
+// names is tried first, and its reason kept, before the usual names.
+TEST_CASE("shaderc: a library naming no file is rejected with a reason", "[shaderc]") {
   const std::string missing = "/nonexistent/kiln-" + std::to_string(draw(0, 1u << 30)) + ".so";
-  scoped_env env("KILN_SHADERC_LIBRARY", missing);
-  glsl_compiler c; // falls through to the usual names, then glslc
+  glsl_compiler_config cfg;
+  cfg.library = missing;
+  glsl_compiler c(cfg); // falls through to the usual names, then glslc
   INFO(c.inprocess_rejection());
-  CHECK(c.inprocess_rejection().rfind(
-            "KILN_SHADERC_LIBRARY: " + missing + ": cannot open shared object file", 0) == 0);
+  CHECK(c.inprocess_rejection().rfind(missing + ": cannot open shared object file", 0) == 0);
   std::string why;
   CHECK(kiln::jit::shaderc_library::open_first({{"", missing}}, 1, true, why) == nullptr);
   CHECK(why.find(missing) != std::string::npos);
@@ -312,14 +314,14 @@ TEST_CASE("shaderc: a glslc that is not there or not glslc is a clear error", "[
       CHECK_THAT(e.details(), Catch::StartsWith("glslc: ") && Catch::Contains(expected));
     }
   };
-  SECTION("KILN_GLSLC naming no file") {
-    scoped_env env("KILN_GLSLC", "/nonexistent/glslc");
-    no_compiler(config(shaderc_path::glslc),
-                "KILN_GLSLC=/nonexistent/glslc: /nonexistent/glslc: No such file or directory");
+  // KILN_GLSLC naming no usable program is an error under its name: test_settings.cpp.
+  SECTION("a glslc naming no file") {
+    no_compiler(config(shaderc_path::glslc, "/nonexistent/glslc"),
+                "/nonexistent/glslc: No such file or directory");
   }
-  SECTION("KILN_GLSLC naming a program not on PATH") {
-    scoped_env env("KILN_GLSLC", "kiln-no-such-glslc");
-    no_compiler(config(shaderc_path::glslc), "kiln-no-such-glslc not found on PATH");
+  SECTION("a glslc not on PATH") {
+    no_compiler(config(shaderc_path::glslc, "kiln-no-such-glslc"),
+                "kiln-no-such-glslc not found on PATH");
   }
   SECTION("a file that is not executable") {
     const std::string p = tmp.script("glslc", "exit 0");
@@ -423,7 +425,8 @@ TEST_CASE("shaderc: validate_spirv rejects a broken module, and says when it can
   INFO(message);
   CHECK(!valid);
   CHECK(message.find("error") != std::string::npos);
-  scoped_env env("KILN_SPIRV_VAL", "/nonexistent/spirv-val");
+  // No spirv-val on PATH (KILN_SPIRV_VAL naming none is an error: test_settings.cpp).
+  scoped_env env("PATH", "/nonexistent");
   CHECK(kiln::jit::validate_spirv(words) ==
         std::pair<bool, std::string>{false, "spirv-val not found"});
 }

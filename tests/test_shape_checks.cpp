@@ -1,7 +1,7 @@
 // Issue 11, points 3, 4 and 7: shape arithmetic that cannot wrap (every creation function,
 // view and allocation, host and vulkan:0), empty tensor handles refused where they are
-// used, strict device strings, KILN_DEVICE as the creation functions' default device,
-// KILN_* settings reported under their own names, and numpy's slice rules at the extremes.
+// used, strict device strings, KILN_DEVICE as the creation functions' default device, and
+// numpy's slice rules at the extremes (the other KILN_* settings: test_settings.cpp).
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/vulkan/backend.hpp"
@@ -242,54 +242,6 @@ TEST_CASE("KILN_DEVICE: a bad value is an error under its name", "[shape_checks]
   CHECK(kiln::zeros<float>({2}).device().is_host());
   env_override h("KILN_DEVICE", "host");
   CHECK(kiln::ones<float>({2}).device().is_host());
-}
-
-TEST_CASE("KILN_* settings: one parser, errors under the variable's name", "[shape_checks]") {
-  using kiln::settings::integer;
-  for (const char* bad :
-       {"abc", "12x", "-5", "+5", " 5", "5 ", "0x10", "1.5", "99999999999999999999"}) {
-    INFO("bad integer \"" << bad << "\"");
-    env_override e("KILN_NUM_THREADS", bad);
-    expect_error([] { kiln::thread_pool::default_threads(); }, "KILN_NUM_THREADS",
-                 {"bad value", bad});
-    env_override w("KILN_VK_WORKGROUP", bad);
-    expect_error([] { kiln::jit::vk::env_number("KILN_VK_WORKGROUP", 64, 1, 1024); },
-                 "KILN_VK_WORKGROUP", {"bad value", bad});
-  }
-  for (const char* out : {"0", "1025", "4294967297"}) {
-    INFO("out of range \"" << out << "\"");
-    env_override e("KILN_NUM_THREADS", out);
-    expect_error([] { kiln::thread_pool::default_threads(); }, "KILN_NUM_THREADS",
-                 {"[1, 1024]", out});
-    env_override g("KILN_VK_MAX_GROUPS", out);
-    expect_error([] { kiln::jit::vk::env_number("KILN_VK_MAX_GROUPS", 64, 1, 1024); },
-                 "KILN_VK_MAX_GROUPS", {"[1, 1024]"});
-  }
-  const int n = test::draw(1, 1024);
-  env_override e("KILN_NUM_THREADS", std::to_string(n).c_str());
-  CHECK(kiln::thread_pool::default_threads() == n);
-  env_override s("KILN_STREAM_BYTES", "12k");
-  expect_error([] { kiln::detail::parse_stream_bytes("12k"); }, "KILN_STREAM_BYTES",
-               {"whole number"});
-  for (const char* bad : {"yes", "2", "on", " 1"}) {
-    env_override f("KILN_VK_VALIDATION", bad);
-    expect_error([] { kiln::settings::flag("KILN_VK_VALIDATION"); }, "KILN_VK_VALIDATION",
-                 {"0 or 1", bad});
-  }
-  env_override f("KILN_VK_VALIDATION", "0");
-  CHECK_FALSE(kiln::settings::flag("KILN_VK_VALIDATION", true));
-  // Word lists: KILN_LOG.
-  auto log_jit = [] { return kiln::settings::in_list("KILN_LOG", "jit", {"jit", "all"}); };
-  for (const char* bad : {"jti", "jit,", "jit, all", "JIT"}) {
-    env_override l("KILN_LOG", bad);
-    expect_error(log_jit, "KILN_LOG", {"comma list", bad});
-  }
-  for (const char* good : {"jit", "all", "all,jit"}) {
-    env_override l("KILN_LOG", good);
-    CHECK(log_jit());
-  }
-  env_override l("KILN_LOG", nullptr);
-  CHECK_FALSE(log_jit());
 }
 
 // numpy's slice.indices (CPython's PySlice_GetIndicesEx), in 128-bit arithmetic so that it
