@@ -81,15 +81,17 @@ inline constexpr variable variables[] = {
      "`libshaderc_shared.so`, `libshaderc_shared.so.1`, `libshaderc.so.1`, else `glslc`",
      "the libshaderc that compiles GLSL in process; one that does not load is an error"},
     {"KILN_GLSLC", kind::program, "`glslc` on `PATH`",
-     "the `glslc` used when no libshaderc loads; one that does not run is an error"},
+     "the `glslc` used when no libshaderc loads; one that is not found or not executable is an "
+     "error"},
     {"KILN_SPIRV_VAL", kind::program, "`spirv-val` on `PATH`",
-     "the `spirv-val` of `KILN_VALIDATE_SPIRV`; one that does not run is an error"},
+     "the `spirv-val` of `KILN_VALIDATE_SPIRV`; one that is not found or not executable is an "
+     "error"},
     {"KILN_CUDA_HOME", kind::folder, "`$CUDA_HOME`, else `/usr/local/cuda`",
      "the CUDA toolkit (NVRTC, `cuda_fp16.h`, `ptxas`); one that is not a directory makes "
      "`cuda:N` unavailable with that reason"},
     {"KILN_PTXAS", kind::program, "`ptxas` of the CUDA toolkit, else on `PATH`",
-     "the `ptxas` that checks NVRTC's PTX (the CUDA codegen tests); one that does not run is "
-     "an error"},
+     "the `ptxas` that checks NVRTC's PTX (the CUDA codegen tests); one that is not found "
+     "or not executable is an error"},
     {"CUDA_HOME", kind::external, "unset", "the CUDA toolkit when `KILN_CUDA_HOME` is unset"},
     {"XDG_CACHE_HOME", kind::external, "unset",
      "parent of the default cache folder when absolute (a relative one is ignored, as the XDG "
