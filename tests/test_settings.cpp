@@ -5,9 +5,9 @@
 // the parser that reads them (settings::flag, parse_stream_bytes, find_cuda_home).
 #include "support.hpp"
 
-#include "kiln/jit/nvrtc.hpp"
-#include "kiln/jit/shaderc.hpp"
-#include "kiln/jit/vulkan_backend.hpp"
+#include "kiln/jit/cuda/nvrtc.hpp"
+#include "kiln/jit/vulkan/backend.hpp"
+#include "kiln/jit/vulkan/shaderc.hpp"
 
 #include <cstdlib>
 #include <filesystem>
