@@ -20,7 +20,7 @@ TEST_CASE("cuda: cuda:0 is listed, unavailable with the reason where there is no
   for (const auto& d : all)
     if (d.device == kiln::device(kiln::device_kind::cuda, 0)) info = &d;
   REQUIRE(info != nullptr);
-  CHECK(info->description != "this backend is not built into kiln yet");
+  CHECK(info->description.find("not built into") == std::string::npos);
   if (cuda::driver().ok() && cuda::nvrtc().ok()) {
     CHECK(info->available);
     return;

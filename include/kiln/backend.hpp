@@ -22,6 +22,13 @@ struct memory_info {
 
 class device_executor; // executor.hpp
 
+namespace detail {
+// Why a GPU device kind has no backend: the program was built without kiln's device runtime.
+inline constexpr const char* not_built_in =
+    "its backend is not built into this program: link kiln::kiln (not kiln::core), or "
+    "include <kiln/jit/src.hpp> in one file";
+} // namespace detail
+
 class backend {
 public:
   virtual ~backend() = default;
@@ -81,7 +88,7 @@ inline std::shared_ptr<backend> backend_for(const device& d, const char* op = "d
   }
   if (!p.open)
     throw error(op, "device is not available",
-                d.str() + ": its backend is not built into this program; include <kiln/kiln.hpp>");
+                d.str() + ": " + detail::not_built_in);
   // A device its backend cannot open (no driver, no GPU) is reported as the caller's op.
   try {
     return p.open(d.index());
@@ -111,7 +118,7 @@ inline std::vector<device_info> list_devices() {
     if (!found)
       out.push_back({device(k, 0), false,
                      k == device_kind::metal ? "Metal runs only on Apple platforms"
-                                             : "this backend is not built into kiln yet"});
+                                             : not_built_in});
   }
   return out;
 }
