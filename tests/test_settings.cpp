@@ -3,6 +3,7 @@
 // table is that table row for row, and a bad value of each variable is a kiln::error whose
 // op is the variable's name. Values cached in a function-local static are tested through
 // the parser that reads them (settings::flag, parse_stream_bytes, find_cuda_home).
+#include "error_support.hpp"
 #include "support.hpp"
 
 #include "kiln/jit/cuda/nvrtc.hpp"
@@ -27,37 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace settings = kiln::settings;
-
-// Runs f and requires a kiln::error from `op` whose message contains each of `parts`.
-template <class F>
-void expect_error(F&& f, const std::string& op, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const kiln::error& e) {
-    INFO("message: " << e.what());
-    CHECK(e.op() == op);
-    for (const auto& p : parts)
-      CHECK(std::string(e.what()).find(p) != std::string::npos);
-    return;
-  } catch (const std::exception& e) {
-    FAIL("a " << typeid(e).name() << " instead of a kiln::error: " << e.what());
-  }
-  FAIL("no kiln::error was thrown (expected one from " << op << ")");
-}
-
-// Sets an environment variable for one scope (unset: nullptr), restoring the old value.
-struct env_override {
-  std::string name;
-  std::optional<std::string> old;
-  env_override(const char* n, const char* v) : name(n) {
-    if (const char* o = std::getenv(n)) old = o;
-    v ? ::setenv(n, v, 1) : ::unsetenv(n);
-  }
-  env_override(const char* n, const std::string& v) : env_override(n, v.c_str()) {}
-  ~env_override() { old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str()); }
-  env_override(const env_override&) = delete;
-  env_override& operator=(const env_override&) = delete;
-};
 
 // A fresh directory, removed at the end of the scope.
 struct temp_dir {

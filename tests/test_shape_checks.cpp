@@ -3,6 +3,8 @@
 // used, strict device strings, KILN_DEVICE as the creation functions' default device, and
 // numpy's slice rules at the extremes (the other KILN_* settings: test_settings.cpp).
 #include "vulkan_support.hpp"
+// after vulkan_support.hpp, which configures Catch first
+#include "error_support.hpp"
 
 #include "kiln/jit/vulkan/backend.hpp"
 
@@ -15,34 +17,6 @@ namespace {
 constexpr std::int64_t big = std::int64_t{1} << 40;
 constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
-
-// Runs f and requires a kiln::error from `op` whose message contains each of `parts`.
-template <class F>
-void expect_error(F&& f, const std::string& op, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const kiln::error& e) {
-    INFO("message: " << e.what());
-    CHECK(e.op() == op);
-    for (const auto& p : parts)
-      CHECK(std::string(e.what()).find(p) != std::string::npos);
-    return;
-  } catch (const std::exception& e) {
-    FAIL("a " << typeid(e).name() << " instead of a kiln::error: " << e.what());
-  }
-  FAIL("no kiln::error was thrown (expected one from " << op << ")");
-}
-
-// Sets an environment variable for one scope (unset: nullptr), restoring the old value.
-struct env_override {
-  std::string name;
-  std::optional<std::string> old;
-  env_override(const char* n, const char* v) : name(n) {
-    if (const char* o = std::getenv(n)) old = o;
-    v ? ::setenv(n, v, 1) : ::unsetenv(n);
-  }
-  ~env_override() { old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str()); }
-};
 
 } // namespace
 
