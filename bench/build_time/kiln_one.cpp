@@ -1,0 +1,11 @@
+// One fused expression on two tensors of random data (build-time input; see ../build_time.sh).
+#include "data.hpp"
+
+#include <kiln/kiln.hpp>
+
+int main() {
+  const auto a = kiln::from(build_time::uniform(0.1f, 2.0f, 1));
+  const auto b = kiln::from(build_time::uniform(0.1f, 2.0f, 2));
+  const kiln::tensor<float> r = a * b + kiln::sin(a) * 2.0f;
+  build_time::print(build_time::checksum(r.data(), build_time::n));
+}
