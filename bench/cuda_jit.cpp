@@ -9,6 +9,7 @@
 //  5. the host's cost of one evaluation on a cache hit (small tensors, no waiting between).
 // The peers (CuPy, PyTorch eager, torch.compile) on the same chains: bench/cuda_peers.py.
 // Usage: bench_cuda_jit [--child]. Exits 0 with the reason where cuda:0 is unavailable.
+#include <kiln/jit/cuda/backend.hpp>
 #include <kiln/kiln.hpp>
 
 #include <algorithm>

@@ -6,6 +6,8 @@
 // and random trees, shared with Vulkan, are test_device_catalog_*.cpp and test_device_trees.cpp.
 #include "cuda_support.hpp"
 
+#include <cmath>
+#include <limits>
 #include <thread>
 
 namespace {
@@ -38,8 +40,11 @@ TEST_CASE("cuda: a kernel is compiled once per expression type, whatever the siz
     const kiln::tensor<double> got = kiln::tanh(h.to(*dev)) * s + 1.0;
     const kiln::tensor<double> want = kiln::tanh(h) * s + 1.0;
     const auto g = on_host(got), w = want.to_vector();
+    // Within a few ulp of each term: NVRTC contracts tanh(h) * s + 1 into one fma (measured
+    // on an H200: 8 ulp of a result near 0, where the two terms cancel).
+    const double eps = std::numeric_limits<double>::epsilon();
     for (std::size_t i = 0; i < w.size(); ++i)
-      REQUIRE(test::ulp_distance(g[i], w[i]) <= 4);
+      REQUIRE(std::abs(g[i] - w[i]) <= 4 * eps * (std::abs(w[i] - 1.0) + 1.0));
   };
   check_one(777, 2.5);
   const auto before = made();
