@@ -19,7 +19,9 @@
 # -pthread) replace what kiln programs are compiled and linked with.
 #
 # Usage: bench/build_time.sh [--no-growth] [--reps N] [compiler = g++]
-# About 5 minutes on 2 idle cores without the growth tables, 10 with them.
+# Time, measured with kiln header-only (before issue 12): one round of the first table takes
+# 71 CPU s, so --no-growth about 3.5 CPU minutes; the whole run 12.2 CPU minutes, 15 minutes of
+# wall time on 2 cores loaded by other builds.
 set -euo pipefail
 reps=3 growth=yes cxx=g++
 while (($#)); do
@@ -149,8 +151,8 @@ fi
 echo "- compiler: $("$cxx" --version | head -1), -std=c++20 -O2 -march=native, compile + link"
 echo "- each cell: median of $reps builds, wall s (CPU s, user + sys of the compiler, in"
 echo "  parentheses: steadier when other work loads the machine)"
-echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average at the"
-echo "  start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
+echo "- load average at the start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- kiln: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout')$(
   git -C "$repo" diff --quiet HEAD -- include jit kernels autodiff 2>/dev/null ||
     echo ' + uncommitted changes')"
