@@ -19,7 +19,9 @@
 # -pthread) replace what kiln programs are compiled and linked with.
 #
 # Usage: bench/build_time.sh [--no-growth] [--reps N] [compiler = g++]
-# About 5 minutes on 2 idle cores without the growth tables, 10 with them.
+# Time, measured with kiln header-only (before issue 12): one round of the first table takes
+# 71 CPU s, so --no-growth about 3.5 CPU minutes; the whole run 12.2 CPU minutes, 15 minutes of
+# wall time on 2 cores loaded by other builds.
 set -euo pipefail
 reps=3 growth=yes cxx=g++
 while (($#)); do
@@ -50,7 +52,9 @@ if [[ $kiln_runtime == auto ]]; then
   cmake -S "$repo" -B "$bt" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF \
     -DKILN_BUILD_EXAMPLES=OFF -DCMAKE_CXX_COMPILER="$(command -v "$cxx")" >"$out/cmake.log" 2>&1 ||
     { cat "$out/cmake.log" >&2 && exit 1; }
-  if ninja -C "$bt" -t targets all 2>/dev/null | grep -q '^kiln_runtime:'; then
+  # Captured first: grep -q would stop reading, and ninja's SIGPIPE fail the pipeline.
+  targets=$(ninja -C "$bt" -t targets all 2>/dev/null || true)
+  if grep -q '^kiln_runtime:' <<<"$targets"; then
     # --clean-first: the one-off cost of the runtime, not an up-to-date no-op.
     t=$({ TIMEFORMAT='%R %U %S' && time cmake --build "$bt" --target kiln_runtime --clean-first \
       >"$out/runtime.log" 2>&1; } 2>&1) || { cat "$out/runtime.log" >&2 && exit 1; }
@@ -149,11 +153,14 @@ fi
 echo "- compiler: $("$cxx" --version | head -1), -std=c++20 -O2 -march=native, compile + link"
 echo "- each cell: median of $reps builds, wall s (CPU s, user + sys of the compiler, in"
 echo "  parentheses: steadier when other work loads the machine)"
-echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average at the"
-echo "  start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "- kiln: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout')$(
-  git -C "$repo" diff --quiet HEAD -- include jit kernels autodiff 2>/dev/null ||
-    echo ' + uncommitted changes')"
+echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
+echo "- load average at the start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$repo" diff --quiet HEAD -- include jit kernels autodiff || commit+=" + uncommitted changes"
+else
+  commit="not a git checkout"
+fi
+echo "- kiln: $commit"
 echo "- $runtime_line"
 echo
 echo "| program | kiln | xtensor + xsimd | Eigen | kiln / xtensor, wall (CPU) |"
