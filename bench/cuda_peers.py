@@ -56,7 +56,8 @@ def cupy_peers():
     ev = lambda: cp.cuda.Event()
     elapsed = lambda a, b: cp.cuda.get_elapsed_time(a, b)
     for ops in OPS:
-        f = cp.fuse(lambda v, ops=ops: chain(v, ops))
+        # cupy.fuse names the kernel after the function: a lambda's "<lambda>" does not compile.
+        f = cp.fuse(kernel_name=f"kiln_fused{ops}")(lambda v, ops=ops: chain(v, ops))
         k = cp.ElementwiseKernel("float32 x", "float32 y", chain_source(ops), f"kiln_chain{ops}")
         y = cp.empty_like(x)
         for name, fn in (("CuPy fuse", lambda: f(x)), ("CuPy ElementwiseKernel", lambda: k(x, y))):

@@ -34,16 +34,20 @@ int main() {
 
   const auto t0 = std::chrono::steady_clock::now();
   auto [dS, dV, dT, dR] = kiln::grad(kiln::sum(call), S, V, T, R);
-  kiln::tensor<double> c(sh), delta(sh), vega(sh), minus_theta(sh), rho(sh);
+  // On the inputs' device (KILN_DEVICE picks it): kiln::empty uses the default device.
+  auto c = kiln::empty<double>(sh), delta = kiln::empty<double>(sh), vega = kiln::empty<double>(sh),
+       minus_theta = kiln::empty<double>(sh), rho = kiln::empty<double>(sh);
   kiln::eval(c = call, delta = dS, vega = dV, minus_theta = dT, rho = dR);
+  kiln::synchronize(c.device());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("price and 4 Greeks of %lld options in one pass: %.1f ms (%d thread(s))\n",
               static_cast<long long>(n), secs * 1e3, kiln::num_threads());
   {
     // For scale: the price alone, and the closed forms written by hand (one thread).
-    kiln::tensor<double> alone(sh);
+    auto alone = kiln::empty<double>(sh);
     auto t1 = std::chrono::steady_clock::now();
     alone = call;
+    kiln::synchronize(alone.device());
     const double price_secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     std::vector<double> out(5 * n);
@@ -71,8 +75,10 @@ int main() {
   // Closed forms, in double, for every option.
   auto ncdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
   auto npdf = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI); };
-  const double *pc = c.data(), *pd = delta.data(), *pv = vega.data(), *pt = minus_theta.data(),
-               *pr = rho.data();
+  const kiln::device host;
+  const auto hc = c.to(host), hd = delta.to(host), hv = vega.to(host), ht = minus_theta.to(host),
+             hr = rho.to(host);
+  const double *pc = hc.data(), *pd = hd.data(), *pv = hv.data(), *pt = ht.data(), *pr = hr.data();
   double worst = 0;
   std::int64_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) {

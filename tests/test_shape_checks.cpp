@@ -318,6 +318,20 @@ TEST_CASE("vulkan: an empty handle combined with a device tensor is an error",
   CHECK(kiln::sum(y).item() == 24.0f);
 }
 
+TEST_CASE("vulkan: data() of a device tensor is an error, not a pointer to read through",
+          "[shape_checks][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto h = kiln::random::normal<float>({test::draw(1, 100)}, test::draw(1, 1000));
+  const auto x = h.to(*dev);
+  expect_error([&] { (void)x.data(); }, "data", {"lives on a device", dev->str(), ".to("});
+  const auto back = x.to(kiln::device{});
+  REQUIRE(back.data() != nullptr);
+  for (std::int64_t i = 0; i < h.size(); ++i)
+    CHECK(back.data()[i] == h.data()[i]);
+  CHECK(kiln::tensor<float>().data() == nullptr); // an empty handle: no memory, no error
+}
+
 TEST_CASE("vulkan: KILN_DEVICE places every creation function's tensor there",
           "[shape_checks][vulkan]") {
   const kiln::device* dev = vulkan_or_skip();

@@ -195,8 +195,13 @@ public:
   kiln::device device() const noexcept { return storage_ ? storage_->device() : kiln::device{}; }
   bool is_contiguous() const noexcept { return layout_.is_contiguous(); }
   const std::shared_ptr<kiln::storage>& storage() const noexcept { return storage_; }
-  // The element at the layout's offset; with strides(), addresses every element.
-  T* data() const noexcept {
+  // The element at the layout's offset; with strides(), addresses every element. Null for
+  // an empty handle; a tensor on a device has no host address: a kiln::error, not a pointer
+  // that crashes the first read (copy it with .to(kiln::device{})).
+  T* data() const {
+    if (storage_ && !storage_->on_host())
+      throw error("data", "the tensor lives on a device, not in host memory",
+                  device().str() + "; read it through a host copy: .to(kiln::device{})");
     return storage_ && storage_->data() ? static_cast<T*>(storage_->data()) + layout_.offset
                                         : nullptr;
   }
