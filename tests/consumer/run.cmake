@@ -1,13 +1,18 @@
 # Installs the kiln build tree to a scratch prefix, then configures, builds and runs
 # tests/consumer against it with find_package(kiln CONFIG REQUIRED), and checks its output.
 #   cmake -D BUILD_DIR=<kiln build> -D WORK_DIR=<scratch> -D SOURCE_DIR=<tests/consumer>
-#         -D CXX=<compiler> -D GENERATOR=<generator> -P run.cmake
+#         -D CXX=<compiler> -D GENERATOR=<generator> [-D CXX_FLAGS=...] [-D LINK_FLAGS=...]
+#         -P run.cmake
+# CXX_FLAGS and LINK_FLAGS are the kiln build's own: its installed runtime library was
+# compiled with them (a sanitizer build needs the sanitizer's runtime in the consumer too).
 foreach(var BUILD_DIR WORK_DIR SOURCE_DIR CXX GENERATOR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run.cmake: -D ${var}=... is required")
   endif()
 endforeach()
 file(REMOVE_RECURSE "${WORK_DIR}")
+separate_arguments(cxx_flags UNIX_COMMAND "${CXX_FLAGS}")
+separate_arguments(link_flags UNIX_COMMAND "${LINK_FLAGS}")
 
 function(step)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -31,6 +36,7 @@ endif()
 # Only the install prefix is on the search path: not the source tree, not the build tree.
 step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
      "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_CXX_COMPILER=${CXX}" -DCMAKE_BUILD_TYPE=Release
+     "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINK_FLAGS}"
      -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 function(check_output program)
@@ -46,6 +52,6 @@ check_output("${WORK_DIR}/build/app")
 # Without CMake, header-only: the same program, and one more file that includes the
 # implementation (the README's one line), compiled against the installed headers.
 file(WRITE "${WORK_DIR}/kiln_impl.cpp" "#include <kiln/jit/src.hpp>\n")
-step(${CXX} -std=c++20 -O1 "-I${prefix}/include" "${SOURCE_DIR}/main.cpp"
-     "${WORK_DIR}/kiln_impl.cpp" -o "${WORK_DIR}/app_header_only" -ldl -pthread)
+step(${CXX} -std=c++20 -O1 ${cxx_flags} "-I${prefix}/include" "${SOURCE_DIR}/main.cpp"
+     "${WORK_DIR}/kiln_impl.cpp" -o "${WORK_DIR}/app_header_only" ${link_flags} -ldl -pthread)
 check_output("${WORK_DIR}/app_header_only")
