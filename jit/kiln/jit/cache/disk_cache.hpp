@@ -308,7 +308,14 @@ private:
 // device and compiler), with the environment's settings.
 inline disk_cache& shared_disk_cache() {
   static disk_cache c = disk_cache::from_environment();
-  static const bool said = (c.enabled() || (log("disk cache off: " + c.reason()), true));
+  // No temporaries in a static's initializer (see cuda_home_from_environment).
+  static const bool said = [] {
+    if (!c.enabled()) {
+      const std::string line = "disk cache off: " + c.reason();
+      log(line);
+    }
+    return true;
+  }();
   (void)said;
   return c;
 }

@@ -108,9 +108,15 @@ inline cuda_home find_cuda_home(const char* kiln_home, const char* home) {
   if (is_directory("/usr/local/cuda")) return {"/usr/local/cuda", {}};
   return {{}, "no CUDA toolkit: set KILN_CUDA_HOME or CUDA_HOME (/usr/local/cuda does not exist)"};
 }
+inline cuda_home cuda_home_from_settings() {
+  const std::string kiln_home = settings::text("KILN_CUDA_HOME").value_or("");
+  const std::string home = settings::text("CUDA_HOME").value_or("");
+  return find_cuda_home(kiln_home.c_str(), home.c_str());
+}
+// Named locals, not temporaries, feed the static: clang 14 ended the temporaries of a
+// static's initializer early (ASan: stack-use-after-scope; free() of a stack address).
 inline const cuda_home& cuda_home_from_environment() {
-  static const cuda_home h = find_cuda_home(settings::text("KILN_CUDA_HOME").value_or("").c_str(),
-                                            settings::text("CUDA_HOME").value_or("").c_str());
+  static const cuda_home h = cuda_home_from_settings();
   return h;
 }
 
