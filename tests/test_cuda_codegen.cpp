@@ -163,17 +163,58 @@ TEST_CASE("cuda codegen: an op with no CUDA spelling is a kiln::error naming it"
                                                            Catch::Contains("fake_op on f32"));
 }
 
-TEST_CASE("cuda codegen: too many scalars for the parameter space is a kiln::error",
-          "[cuda][codegen]") {
+namespace {
+// x + s0 + s1 + ... with `count` f64 scalar parameters, each used once.
+jit::kernel_ir many_scalars(int count) {
   jit::kernel_ir ir;
-  ir.inputs = {dtype::f32};
-  ir.outputs = {dtype::f32};
-  ir.scalars.assign(600, dtype::f64); // 4800 bytes of scalars
-  jit::ir_instr ld{jit::ir_code::load, dtype::f32, dtype::f32};
+  ir.inputs = {dtype::f64};
+  ir.outputs = {dtype::f64};
+  jit::ir_instr ld{jit::ir_code::load, dtype::f64, dtype::f64};
   ld.slot = 0;
-  ir.results = {ir.add(ld)};
-  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir),
-                    Catch::Contains("parameter space") && Catch::Contains("600 scalars"));
+  std::int32_t acc = ir.add(ld);
+  for (int k = 0; k < count; ++k) {
+    ir.scalars.push_back(dtype::f64);
+    jit::ir_instr p{jit::ir_code::param, dtype::f64, dtype::f64};
+    p.slot = k;
+    jit::ir_instr add{jit::ir_code::apply, dtype::f64, dtype::f64};
+    add.nargs = 2;
+    add.args = {acc, ir.add(p), -1};
+    add.op = &jit::op_info<kiln::ops::add>;
+    acc = ir.add(add);
+  }
+  ir.results = {acc};
+  return ir;
+}
+} // namespace
+
+TEST_CASE("cuda codegen: scalars past the parameter space are a kiln::error, and large kernel "
+          "parameters are used where the device, driver and NVRTC allow them",
+          "[cuda][codegen]") {
+  // 600 f64 scalars: 4816 bytes with the two buffer pointers and the count.
+  const jit::kernel_ir ir = many_scalars(600);
+  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir), Catch::Contains("parameter space") &&
+                                                           Catch::Contains("600 scalars") &&
+                                                           Catch::Contains("the limit is 4096"));
+  // Which devices get 32764 bytes: sm_70+, driver 12.1+, NVRTC 12.1+.
+  CHECK(jit::cuda::param_limit(70, 12010, 12, 1) == jit::cuda::max_large_param_bytes);
+  CHECK(jit::cuda::param_limit(90, 13000, 13, 0) == jit::cuda::max_large_param_bytes);
+  CHECK(jit::cuda::param_limit(61, 13000, 13, 0) == jit::cuda::max_param_bytes);
+  CHECK(jit::cuda::param_limit(90, 12000, 13, 0) == jit::cuda::max_param_bytes);
+  CHECK(jit::cuda::param_limit(90, 13000, 12, 0) == jit::cuda::max_param_bytes);
+  CHECK(jit::cuda::param_limit(90, 13000, 11, 8) == jit::cuda::max_param_bytes);
+  const std::string src =
+      jit::cuda::generate(ir, jit::param_layout(ir, jit::cuda::max_large_param_bytes));
+  if (cuda_test::nvrtc_or_skip() &&
+      (jit::cuda::nvrtc().major > 12 ||
+       (jit::cuda::nvrtc().major == 12 && jit::cuda::nvrtc().minor >= 1))) {
+    cuda_test::compile_and_assemble(src, 80, true); // ptxas takes a 4816-byte parameter
+    cuda_test::compile_and_assemble(src, 90);
+  }
+  // Past the large space too: 4100 scalars, 32816 bytes.
+  const jit::kernel_ir huge = many_scalars(4100);
+  CHECK_THROWS_WITH(
+      jit::cuda::generate(huge, jit::param_layout(huge, jit::cuda::max_large_param_bytes)),
+      Catch::Contains("4100 scalars") && Catch::Contains("the limit is 32764"));
 }
 
 TEST_CASE("nvrtc: a compile error is a kiln::error with NVRTC's log and the numbered source",

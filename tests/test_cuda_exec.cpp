@@ -29,7 +29,44 @@ auto tree_sum(const V& v) {
     return tree_sum<Lo, (Lo + Hi) / 2>(v) + tree_sum<(Lo + Hi) / 2, Hi>(v);
 }
 
+// x * s[0] + ... + x * s[2^D - 1] as a balanced tree: one leaf and 2^D scalar parameters
+// (the two halves share a type, so D instantiations, not 2^D).
+template <int D, class X>
+auto scaled_tree(const X& x, const double* s) {
+  if constexpr (D == 0)
+    return x * s[0];
+  else
+    return scaled_tree<D - 1>(x, s) + scaled_tree<D - 1>(x, s + (1 << (D - 1)));
+}
+
 } // namespace
+
+TEST_CASE("cuda: 512 scalars in one kernel past the classic 4 KiB of parameters", "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  const auto s = test::uniform<double>(512, -2, 2);
+  const auto xh = kiln::random::normal<double>({1000}, test::draw(1, 1 << 20));
+  const auto xs = xh.to_vector();
+  try {
+    const kiln::tensor<double> got = scaled_tree<9>(xh.to(*dev), s.data());
+    const auto g = on_host(got);
+    REQUIRE(g.size() == xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      long double want = 0, mag = 0;
+      for (double sk : s) {
+        want += static_cast<long double>(xs[i]) * sk;
+        mag += std::abs(static_cast<long double>(xs[i]) * sk);
+      }
+      REQUIRE(std::abs(g[i] - static_cast<double>(want)) <= 1e-14 * static_cast<double>(mag));
+    }
+  } catch (const kiln::error& e) {
+    // Only a device without large kernel parameters (before sm_70, or a driver or NVRTC
+    // older than 12.1) may refuse it, and then with the limit named.
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("the limit is 4096") != std::string::npos);
+    WARN("this device has only 4 KiB of kernel parameters: " << e.what());
+  }
+}
 
 TEST_CASE("cuda: a kernel is compiled once per expression type, whatever the sizes and scalars",
           "[cuda]") {

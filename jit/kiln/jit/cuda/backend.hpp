@@ -60,7 +60,9 @@ public:
   explicit cuda_backend(int index)
       : device_backend(index, context::get(index)),
         target_(target_for(ctx_->properties().cc, nvrtc().archs)),
-        limits_(launch_limits_for(ctx_->properties().multiprocessors)) {}
+        limits_(launch_limits_for(ctx_->properties().multiprocessors)),
+        param_limit_(param_limit(ctx_->properties().cc, ctx_->api().version, nvrtc().major,
+                                 nvrtc().minor)) {}
 
   kiln::device device() const override { return {device_kind::cuda, index_}; }
   std::string describe() const override {
@@ -70,7 +72,7 @@ public:
   std::string cannot_run(const std::array<bool, 9>& used) const override {
     return missing_headers(used, cuda_home_from_environment());
   }
-  std::uint32_t max_inline_params() const override { return max_param_bytes; }
+  std::uint32_t max_inline_params() const override { return param_limit_; }
   int max_buffers() const override { return cuda::max_buffers; }
   grid_limits launch_limits() const override { return limits_; }
 
@@ -133,6 +135,7 @@ public:
 private:
   nvrtc_target target_;
   grid_limits limits_;
+  std::uint32_t param_limit_;
 };
 
 // cuda:N for each device the driver reports, or cuda:0 unavailable with the reason (no

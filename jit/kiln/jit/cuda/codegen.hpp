@@ -21,8 +21,16 @@
 
 namespace kiln::jit::cuda {
 
-// CUDA's kernel parameter space (4 KiB on every architecture and driver kiln targets).
+// CUDA's kernel parameter space: 4 KiB everywhere; 32764 bytes on sm_70 and newer when both
+// the driver and NVRTC are 12.1 or newer ("large kernel parameters"). A gradient tree can
+// carry hundreds of scalars (examples/greeks.cpp: 770, 6344 bytes).
 inline constexpr std::uint32_t max_param_bytes = 4096;
+inline constexpr std::uint32_t max_large_param_bytes = 32764;
+inline std::uint32_t param_limit(int cc, int driver_version, int nvrtc_major, int nvrtc_minor) {
+  const bool large = cc >= 70 && driver_version >= 12010 &&
+                     (nvrtc_major > 12 || (nvrtc_major == 12 && nvrtc_minor >= 1));
+  return large ? max_large_param_bytes : max_param_bytes;
+}
 // Buffers per kernel: with the widest index fields (64-bit, rank 8 strided: 8 B pointer +
 // 72 B offset and strides) 32 buffers take 2560 B, leaving room for extents and scalars.
 inline constexpr int max_buffers = 32;
@@ -61,12 +69,12 @@ inline std::uint32_t struct_bytes(const param_layout& l) {
 // conversion helpers, the parameter struct and the conversion helpers.
 inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
                             std::initializer_list<dtype> also_used = {}) {
-  if (struct_bytes(layout) > max_param_bytes)
+  if (struct_bytes(layout) > layout.limit)
     throw error("jit", "kernel parameters exceed CUDA's parameter space",
                 std::to_string(struct_bytes(layout)) + " bytes for " +
                     std::to_string(layout.buffers) + " buffers and " +
                     std::to_string(layout.scalars.size()) + " scalars; the limit is " +
-                    std::to_string(max_param_bytes));
+                    std::to_string(layout.limit) + " on this device");
   auto used = ir.dtypes_used();
   for (dtype d : also_used)
     used[static_cast<int>(d)] = true;

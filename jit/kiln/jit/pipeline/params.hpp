@@ -26,7 +26,8 @@ struct param_layout {
   std::uint32_t index_bytes = 0; // bytes of the index fields (first or after 8-byte scalars)
   std::uint32_t index_offset = 0;
   std::uint32_t bytes = 0;
-  bool in_buffer = false; // too big for push constants: a storage buffer at binding `buffers`
+  bool in_buffer = false;  // too big for push constants: a storage buffer at binding `buffers`
+  std::uint32_t limit = 0; // the backend's inline parameter bytes (max_push_bytes)
 
   static std::uint32_t scalar_size(dtype d) { return d == dtype::i64 || d == dtype::f64 ? 8 : 4; }
   int index_fields() const {
@@ -36,7 +37,7 @@ struct param_layout {
   param_layout(const kernel_ir& ir, std::uint32_t max_push_bytes, int extra_fields = 0)
       : wide(ir.wide_index), strided(ir.strided), rank(ir.rank),
         buffers(static_cast<int>(ir.inputs.size() + ir.outputs.size())), extras(extra_fields),
-        scalars(ir.scalars) {
+        scalars(ir.scalars), limit(max_push_bytes) {
     const std::uint32_t isz = wide ? 8 : 4;
     std::uint32_t off = 0;
     scalar_offset.resize(scalars.size());
