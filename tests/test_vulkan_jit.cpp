@@ -37,6 +37,38 @@ auto sum_of(const V& v) {
 
 } // namespace
 
+TEST_CASE("vulkan: equal scalars share one parameter, and a kernel made for equal scalars "
+          "never runs on unequal ones",
+          "[vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto xh = kiln::random::uniform<double>({777}, test::draw(1, 1000), -2, 2);
+  const auto x = xh.to(*dev);
+  auto run = [&](double s1, double s2, double s3) {
+    // Two copies of one subtree, as a gradient tree repeats them.
+    const kiln::tensor<double> y = kiln::exp(x * s1) + kiln::exp(x * s2) * s3;
+    const auto got = host_values(y), xv = xh.to_vector();
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      const double want = std::exp(xv[i] * s1) + std::exp(xv[i] * s2) * s3;
+      REQUIRE(std::abs(got[i] - want) <= 1e-15 * (std::exp(xv[i] * s1) + std::abs(want)));
+    }
+  };
+  const auto made0 = kernels_made();
+  run(0.5, 0.5, 0.25);
+  const auto made1 = kernels_made();
+  CHECK(made1 == made0 + 1);
+  run(0.5, 0.75, 0.25); // s1 != s2: another pattern, another kernel
+  const auto made2 = kernels_made();
+  CHECK(made2 == made1 + 1);
+  run(-1.5, -1.5, 3.0); // equal again: the first kernel, new values
+  run(0.75, 0.5, 2.0);  // unequal again: the second kernel
+  run(2.0, 2.0, 2.0);   // all three equal: a third kernel
+  CHECK(kernels_made() == made2 + 1);
+  run(1.0, 3.0, 2.0);
+  run(0.0, -0.0, 1.0); // +0 and -0 differ in bits: two parameters, the second kernel
+  CHECK(kernels_made() == made2 + 1);
+}
+
 TEST_CASE("vulkan: new sizes and new scalar values reuse the compiled kernel", "[vulkan]") {
   const kiln::device* dev = vulkan_or_skip();
   if (!dev) return;

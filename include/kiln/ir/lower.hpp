@@ -41,7 +41,7 @@ scalar_value make_scalar(T v) {
 // gives each occurrence's input slot; `inputs` holds one leaf per slot.
 struct leaf_table {
   std::vector<device_leaf> inputs;
-  std::vector<std::int16_t> pattern;
+  std::vector<std::int16_t> pattern; // per leaf in tree order: buffer s, or scalar s as -(s + 1)
   std::vector<scalar_value> scalars;
 
   void add(const device_leaf& l) {
@@ -53,6 +53,23 @@ struct leaf_table {
     pattern.push_back(static_cast<std::int16_t>(inputs.size()));
     inputs.push_back(l);
   }
+  // Scalars of one dtype and bit pattern share a parameter: a gradient tree repeats the
+  // constants of its function in every copy of a subtree, and with one parameter each the
+  // copies could not merge as common subexpressions (examples/greeks.cpp: 770 parameters,
+  // 19 erfc per element). Which scalars are equal is part of the pattern, so the kernel of
+  // one pattern never runs on values of another.
+  void add(const scalar_value& v) {
+    for (std::size_t s = 0; s < scalars.size(); ++s)
+      if (scalars[s].type == v.type && scalars[s].bits == v.bits) {
+        pattern.push_back(static_cast<std::int16_t>(-static_cast<int>(s) - 1));
+        return;
+      }
+    if (scalars.size() >= 32767)
+      throw error("eval", "too many distinct scalars in one expression",
+                  std::to_string(scalars.size() + 1) + " (at most 32767)");
+    pattern.push_back(static_cast<std::int16_t>(-static_cast<int>(scalars.size()) - 1));
+    scalars.push_back(v);
+  }
 };
 
 template <element T>
@@ -61,7 +78,7 @@ void collect(const tensor<T>& t, leaf_table& lt) {
 }
 template <element T>
 void collect(const scalar_expr<T>& s, leaf_table& lt) {
-  lt.scalars.push_back(make_scalar(s.value));
+  lt.add(make_scalar(s.value));
 }
 template <class Op, class... C>
 void collect(const expr_node<Op, C...>& n, leaf_table& lt) {
@@ -72,7 +89,6 @@ struct lower_state {
   kernel_ir& ir;
   const std::vector<std::int16_t>& pattern;
   std::size_t leaf = 0;
-  std::int32_t scalar = 0;
 };
 
 template <element T>
@@ -86,9 +102,11 @@ std::int32_t lower_expr(const tensor<T>&, lower_state& st) {
 }
 template <element T>
 std::int32_t lower_expr(const scalar_expr<T>&, lower_state& st) {
-  st.ir.scalars.push_back(dtype_of<T>());
+  const int slot = -st.pattern[st.leaf++] - 1;
+  if (st.ir.scalars.size() <= static_cast<std::size_t>(slot)) st.ir.scalars.resize(slot + 1);
+  st.ir.scalars[slot] = dtype_of<T>();
   ir_instr in{ir_code::param, dtype_of<T>(), compute_dtype(dtype_of<T>())};
-  in.slot = st.scalar++;
+  in.slot = slot;
   return st.ir.add(in);
 }
 template <class Op, class... C>
