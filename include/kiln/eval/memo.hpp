@@ -18,7 +18,9 @@
 
 #include <boost/hana/length.hpp>
 
+#include <array>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::detail {
@@ -26,36 +28,27 @@ namespace kiln::detail {
 template <class... T>
 struct type_list {};
 
-template <class... L>
-struct concat_lists;
-template <>
-struct concat_lists<> {
-  using type = type_list<>;
-};
-template <class... A>
-struct concat_lists<type_list<A...>> {
-  using type = type_list<A...>;
-};
-template <class... A, class... B, class... Rest>
-struct concat_lists<type_list<A...>, type_list<B...>, Rest...> {
-  using type = typename concat_lists<type_list<A..., B...>, Rest...>::type;
-};
-
-// Every op-node type of a tree, once per occurrence.
+// One address per op-node type: repeat detection compares addresses in a constexpr loop.
+// (A fold of std::is_same over a concatenated type list instantiated one is_same per pair
+// of subtree types, quadratic in the tree size, and the concatenation one pack per level.)
 template <class E>
-struct subtree_types {
-  using type = type_list<>;
-};
-template <class Op, class... C>
-struct subtree_types<expr_node<Op, C...>> {
-  using type = typename concat_lists<type_list<expr_node<Op, C...>>,
-                                     typename subtree_types<C>::type...>::type;
-};
+inline constexpr char subtree_tag = 0;
 
-template <class T, class L>
-inline constexpr int occurrences = 0;
-template <class T, class... U>
-inline constexpr int occurrences<T, type_list<U...>> = (0 + ... + int(std::is_same_v<T, U>));
+// The number of op nodes of a tree, once per occurrence.
+template <class E>
+inline constexpr int subtree_count = 0;
+template <class Op, class... C>
+inline constexpr int subtree_count<expr_node<Op, C...>> = 1 + (0 + ... + subtree_count<C>);
+
+template <class E>
+constexpr void collect_subtrees(const void** out, int& i) {
+  if constexpr (subtree_count<E> != 0) {
+    [&]<class Op, class... C>(std::type_identity<expr_node<Op, C...>>) {
+      out[i++] = &subtree_tag<E>;
+      (collect_subtrees<C>(out, i), ...);
+    }(std::type_identity<E>{});
+  }
+}
 
 // Every subtree of the outputs' trees (Roots: their expression types), computed once per
 // pass type. The per-node functions below are templated on Roots, never on this list: a
@@ -65,10 +58,21 @@ template <class Roots>
 struct all_subtrees;
 template <class... E>
 struct all_subtrees<type_list<E...>> {
-  using type = typename concat_lists<typename subtree_types<E>::type...>::type;
+  static constexpr int n = (0 + ... + subtree_count<E>);
+  static constexpr std::array<const void*, n> ids = [] {
+    std::array<const void*, n> a{};
+    int i = 0;
+    (collect_subtrees<E>(a.data(), i), ...);
+    return a;
+  }();
 };
 template <class N, class Roots>
-inline constexpr bool repeated = occurrences<N, typename all_subtrees<Roots>::type> >= 2;
+inline constexpr bool repeated = [] {
+  int k = 0;
+  for (const void* id : all_subtrees<Roots>::ids)
+    k += id == &subtree_tag<N>;
+  return k >= 2;
+}();
 
 // Gates (short-circuit ops) and sums of them: what autodiff adds up per leaf occurrence.
 // Their operands are memoized where worth it; the gates and sums themselves repeat in
