@@ -13,30 +13,42 @@ using kiln::dtype;
 
 namespace {
 
-// The result dtype of each reduction of values of dtype v (as include/kiln/reduce.hpp).
-dtype result_of(jit::reduce_kind k, dtype v) {
-  switch (k) {
-  case jit::reduce_kind::sum:
-  case jit::reduce_kind::prod:
-    return kiln::is_floating(v) ? v : dtype::i64;
-  case jit::reduce_kind::mean:
-    return kiln::is_floating(v) ? v : dtype::f64;
-  case jit::reduce_kind::argmax:
-  case jit::reduce_kind::argmin:
-    return dtype::i64;
-  case jit::reduce_kind::all:
-  case jit::reduce_kind::any:
-    return dtype::b8;
+// A reduction's spec for values of dtype v (as the executor makes it).
+struct reduction_case {
+  const kiln::reduction_info* info;
+  dtype (*result)(dtype value);
+};
+template <class R, class T>
+constexpr dtype result_dtype = kiln::dtype_of<typename R::template result<T>>();
+template <class R>
+dtype result_of(dtype v) {
+  switch (v) {
+  case dtype::f32:
+    return result_dtype<R, float>;
+  case dtype::f64:
+    return result_dtype<R, double>;
+  case dtype::f16:
+    return result_dtype<R, kiln::half>;
+  case dtype::i32:
+    return result_dtype<R, std::int32_t>;
+  case dtype::i64:
+    return result_dtype<R, std::int64_t>;
+  case dtype::b8:
+    return result_dtype<R, bool>;
   default:
-    return v;
+    throw kiln::error("test", "no value type for this dtype", std::string(kiln::name(v)));
   }
 }
+template <class R>
+reduction_case case_of() {
+  return {&kiln::reduction_info_of<R>, &result_of<R>};
+}
 
-// The reduction kernel of kind k over the IR of a value expression, for one stage.
-std::string reduction_source(const jit::kernel_ir& ir, jit::reduce_kind k,
+// The reduction kernel of reduction c over the IR of a value expression, for one stage.
+std::string reduction_source(const jit::kernel_ir& ir, const reduction_case& c,
                              jit::reduce_stage stage) {
   const dtype v = ir.outputs[0];
-  const jit::reduce_spec spec{k, stage, v, jit::accumulator(k, v, true), result_of(k, v)};
+  const jit::reduce_spec spec{c.info, stage, v, c.info->accumulator(v, true), c.result(v)};
   const jit::kernel_ir sir = jit::stage_ir(ir, spec);
   return jit::cuda::generate_reduction(
       sir, jit::param_layout(sir, jit::cuda::max_param_bytes, jit::reduce_extras), spec);
@@ -45,14 +57,17 @@ std::string reduction_source(const jit::kernel_ir& ir, jit::reduce_kind k,
 constexpr jit::reduce_stage all_stages[] = {jit::reduce_stage::thread, jit::reduce_stage::group,
                                             jit::reduce_stage::partial, jit::reduce_stage::merge};
 
-constexpr jit::reduce_kind all_kinds[] = {
-    jit::reduce_kind::sum,    jit::reduce_kind::prod, jit::reduce_kind::mean,
-    jit::reduce_kind::max,    jit::reduce_kind::min,  jit::reduce_kind::argmax,
-    jit::reduce_kind::argmin, jit::reduce_kind::all,  jit::reduce_kind::any};
+namespace rd = kiln::reductions;
+const reduction_case all_kinds[] = {
+    case_of<rd::sum>(),          case_of<rd::prod>(),       case_of<rd::mean>(),
+    case_of<rd::max>(),          case_of<rd::min>(),        case_of<rd::argmax>(),
+    case_of<rd::argmin>(),       case_of<rd::all>(),        case_of<rd::any>(),
+    case_of<rd::logsumexp>(),    case_of<rd::sum_sq_dev>(), case_of<rd::norm2>(),
+    case_of<rd::count_nonzero>()};
 
 } // namespace
 
-TEST_CASE("cuda codegen: all nine reductions over fused prologues, every stage, both "
+TEST_CASE("cuda codegen: every reduction over fused prologues, every stage, both "
           "index widths, compile and assemble",
           "[cuda][codegen][reduce]") {
   if (!cuda_test::nvrtc_or_skip()) return;

@@ -31,13 +31,65 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace kiln {
 
-// Which reduction a device executor computes (the host executor reads R itself).
-enum class reduce_kind : std::uint8_t { sum, prod, mean, max, min, argmax, argmin, all, any };
+// A reduction as a device executor sees it. Each reduction's definition
+// (reductions/*.hpp) gives its host parts (read by the host executor from the type) and
+// these device parts, C-family source written against a device_spelling; the executor
+// splices them into its kernel templates.
+//
+// The device code's names: `v` the value (register type of `value`), `r` its index within
+// the reduced axes; the state (`a`, of type `acc`, and `ai`, of the kernel's index type);
+// in `merge`, a second state (`b`, `bi`) folded into the first. `ai` is the reduction's to
+// use (argmax's index, a float product's exponent, a count) where carries_index says so.
+// A reduction whose state is two values (logsumexp's maximum and scaled sum) sets `init2`:
+// `a2` (and `b2` in merge), of type `acc` too.
+class device_spelling {
+public:
+  virtual std::string type(dtype) const = 0; // register type
+  virtual std::string convert(dtype from, dtype to, const std::string& x) const = 0;
+  // A statement-free expression setting the int variable k to x's binary exponent and
+  // giving x's mantissa (frexp), as the dialect passes out-parameters.
+  virtual std::string frexp(const std::string& x, const std::string& k) const = 0;
+  // The lowest (or highest) value of a dtype: -inf (inf) for floats.
+  virtual std::string limit(dtype, bool lowest) const = 0;
+  // Op `op` (ir::op_info<ops::exp>) on x at compute dtype `compute`, spelled as the
+  // dialect spells the op in an expression (the device math library where it has one).
+  virtual std::string apply(const ir::ir_op& op, dtype compute, const std::string& x) const = 0;
+  std::string index; // the kernel's index type (of `r` and `ai`)
+  std::string count; // the number of values folded into each output, an expression
+
+protected:
+  ~device_spelling() = default;
+};
+
+struct reduction_dtypes {
+  dtype value, acc, result;
+};
+
+struct reduction_code {
+  std::string init;              // the identity of `a`, an expression
+  std::string index_init = "-1"; // the initial `ai`
+  std::string init2;             // the identity of `a2`; empty: no `a2`
+  std::string combine;           // statements folding (v, r) into (a, ai)
+  std::string merge;             // statements folding (b, bi) into (a, ai), in any order
+  std::string finish;            // an expression of the result's register type from (a, ai)
+};
+
+struct reduction_info {
+  const char* name;
+  // The accumulator dtype for values of dtype `value` (double where the device has it).
+  dtype (*accumulator)(dtype value, bool has_f64);
+  // Whether `ai` carries state between the passes of a two-pass reduction.
+  bool (*carries_index)(dtype acc);
+  // Whether the state has `a2` (the kernels keep it beside `a` and `ai`).
+  bool second;
+  reduction_code (*device)(const device_spelling&, const reduction_dtypes&);
+};
 
 // What an executor made of a lowering (its compiled kernels), kept beside the lowering so
 // a later pass finds it without building a string or hashing anything.
@@ -149,8 +201,7 @@ struct device_pass {
 // merged, so element o * count + r is the r-th input of output o; `lowered` computes the
 // reduced value (one output of dtype `value`).
 struct device_reduction {
-  const char* op; // the reduction's name, for errors and hand-written kernels
-  reduce_kind kind;
+  const reduction_info& info; // which reduction; info.name names it in errors
   const lowered_pass& lowered;
   std::span<const device_leaf> inputs;
   std::span<const std::uint64_t> scalars;

@@ -1,314 +1,22 @@
 #pragma once
-// Reductions: sum, prod, mean, max, min, argmax, argmin, all, any over everything, one
-// axis or several, with keepdims. A reduction is a lazy node like any other; when it
-// runs, the reduced expression is evaluated inside the reduction's loop (no temporary).
-// Used inside a larger expression (x - max(x, 1, true)), it is computed first and the
-// rest is fused as usual.
-//
-// Accuracy: float sums accumulate in double (f32 sums of 10^7 values stay within 1e-6 of
-// a double reference), float products in double with their exponent kept apart (partial
-// products never overflow or underflow); integer sums accumulate in i64 and give i64.
-#include "kiln/eval/assign.hpp"
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
+// Reductions over everything, one axis or several, with keepdims. A reduction is a lazy
+// node like any other; when it runs, the reduced expression is evaluated inside the
+// reduction's loop (no temporary). Used inside a larger expression (x - max(x, 1, true)),
+// it is computed first and the rest is fused as usual. Each reduction is defined in one
+// file of reductions/ (define.hpp says what a definition holds); this file is the host
+// executor's loop over any of them, and the hand-over to a device's.
+#include "kiln/reductions/arg_extremum.hpp"
+#include "kiln/reductions/boolean.hpp"
+#include "kiln/reductions/count_nonzero.hpp"
+#include "kiln/reductions/extremum.hpp"
+#include "kiln/reductions/logsumexp.hpp"
+#include "kiln/reductions/mean.hpp"
+#include "kiln/reductions/norm.hpp"
+#include "kiln/reductions/prod.hpp"
+#include "kiln/reductions/sum.hpp"
+#include "kiln/reductions/var.hpp"
 
 namespace kiln {
-
-namespace reductions {
-
-template <class T>
-using wide_t = std::conditional_t<is_floating(dtype_of<T>()), double, std::int64_t>;
-
-struct sum {
-  static constexpr const char* name = "sum";
-  template <class T>
-  using acc_t = wide_t<T>;
-  template <class T>
-  using result = std::conditional_t<is_floating(dtype_of<T>()), T, std::int64_t>;
-  template <class T>
-  static acc_t<T> init() {
-    return 0;
-  }
-  template <class A, class V>
-  static A combine(A a, V v, std::int64_t) {
-    return a + static_cast<A>(v);
-  }
-  template <class A>
-  static A merge(A a, A b) {
-    return a + b;
-  }
-  template <class R, class A>
-  static R finish(A a, std::int64_t) {
-    return convert<R>(a);
-  }
-  static constexpr bool has_simd = true;
-};
-
-// Float products keep their binary exponent apart (scaled_product): the running value is
-// multiplied by each factor's mantissa and brought back into range when it leaves
-// [2^-500, 2^500], so a product whose partial runs leave double's range (1e-3 a million
-// times, then 1e3 a million times) is still right, and the same however the work is split
-// over threads (a plain double went to 0 in one part and inf in another: NaN when merged).
-struct scaled_product {
-  double m = 1;
-  std::int64_t e = 0;
-  void rescale() {
-    if (m != 0 && std::isfinite(m) && !(std::abs(m) <= 0x1p500 && std::abs(m) >= 0x1p-500)) {
-      int k = 0;
-      m = std::frexp(m, &k);
-      e += k;
-    }
-  }
-  void times(double x) {
-    if (x == 0 || !std::isfinite(x)) {
-      m *= x; // 0, inf and NaN decide the product as they are
-      return;
-    }
-    int k = 0;
-    m *= std::frexp(x, &k);
-    e += k;
-    rescale();
-  }
-  double value() const {
-    if (m == 0 || !std::isfinite(m)) return m;
-    return std::ldexp(m, static_cast<int>(std::clamp<std::int64_t>(e, -4096, 4096)));
-  }
-};
-
-struct prod {
-  static constexpr const char* name = "prod";
-  template <class T>
-  using acc_t = std::conditional_t<is_floating(dtype_of<T>()), scaled_product, std::int64_t>;
-  template <class T>
-  using result = std::conditional_t<is_floating(dtype_of<T>()), T, std::int64_t>;
-  template <class T>
-  static acc_t<T> init() {
-    if constexpr (is_floating(dtype_of<T>()))
-      return {};
-    else
-      return 1;
-  }
-  template <class A, class V>
-  static A combine(A a, V v, std::int64_t) {
-    if constexpr (std::is_integral_v<A>) { // wraps like numpy, never signed-overflow UB
-      return static_cast<A>(static_cast<std::uint64_t>(a) *
-                            static_cast<std::uint64_t>(static_cast<A>(v)));
-    } else {
-      a.times(static_cast<double>(v));
-      return a;
-    }
-  }
-  template <class A>
-  static A merge(A a, A b) {
-    if constexpr (std::is_integral_v<A>) {
-      return combine(a, b, 0);
-    } else {
-      a.m *= b.m; // both within [2^-500, 2^500] (or 0, inf, NaN): no overflow here
-      a.e += b.e;
-      a.rescale();
-      return a;
-    }
-  }
-  template <class R, class A>
-  static R finish(A a, std::int64_t) {
-    if constexpr (std::is_integral_v<A>)
-      return convert<R>(a);
-    else
-      return convert<R>(a.value());
-  }
-  static constexpr bool has_simd = false;
-};
-
-struct mean {
-  static constexpr const char* name = "mean";
-  template <class T>
-  using acc_t = double;
-  template <class T>
-  using result = float_of_t<T>;
-  template <class T>
-  static double init() {
-    return 0;
-  }
-  template <class A, class V>
-  static A combine(A a, V v, std::int64_t) {
-    return a + static_cast<double>(v);
-  }
-  template <class A>
-  static A merge(A a, A b) {
-    return a + b;
-  }
-  template <class R, class A>
-  static R finish(A a, std::int64_t n) {
-    return convert<R>(a / static_cast<double>(n));
-  }
-  static constexpr bool has_simd = true;
-};
-
-// max/min propagate NaN, as numpy does.
-template <bool Max>
-struct extremum {
-  static constexpr const char* name = Max ? "max" : "min";
-  template <class T>
-  using acc_t = compute_t<T>;
-  template <class T>
-  using result = T;
-  template <class T>
-  static acc_t<T> init() {
-    using C = compute_t<T>;
-    if constexpr (std::is_floating_point_v<C>)
-      return Max ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
-    else
-      return Max ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
-  }
-  template <class A, class V>
-  static A combine(A a, V v, std::int64_t) {
-    const A x = static_cast<A>(v);
-    if constexpr (std::is_floating_point_v<A>)
-      if (x != x || a != a) return a != a ? a : x;
-    return (Max ? a < x : x < a) ? x : a;
-  }
-  template <class A>
-  static A merge(A a, A b) {
-    return combine(a, b, 0);
-  }
-  template <class R, class A>
-  static R finish(A a, std::int64_t) {
-    return convert<R>(a);
-  }
-  static constexpr bool has_simd = false;
-};
-using max = extremum<true>;
-using min = extremum<false>;
-
-// argmax/argmin: the first index of the extreme value (a NaN counts as extreme), as a
-// flat row-major index over the reduced axes.
-template <bool Max>
-struct arg_extremum {
-  static constexpr const char* name = Max ? "argmax" : "argmin";
-  template <class T>
-  struct acc {
-    compute_t<T> value;
-    std::int64_t index;
-  };
-  template <class T>
-  using acc_t = acc<T>;
-  template <class T>
-  using result = std::int64_t;
-  template <class T>
-  static acc_t<T> init() {
-    return {extremum<Max>::template init<T>(), -1};
-  }
-  template <class A, class V>
-  static A combine(A a, V v, std::int64_t i) {
-    const auto x = static_cast<decltype(a.value)>(v);
-    if (a.index < 0) return {x, i};
-    if constexpr (std::is_floating_point_v<decltype(x)>) {
-      if (a.value != a.value) return a;
-      if (x != x) return {x, i};
-    }
-    return (Max ? a.value < x : x < a.value) ? A{x, i} : a;
-  }
-  template <class A>
-  static A merge(A a, A b) { // a holds the lower indices
-    if (b.index < 0) return a;
-    if (a.index < 0) return b;
-    return combine(a, b.value, b.index);
-  }
-  template <class R, class A>
-  static R finish(A a, std::int64_t) {
-    return a.index;
-  }
-  static constexpr bool has_simd = false;
-};
-using argmax = arg_extremum<true>;
-using argmin = arg_extremum<false>;
-
-template <bool All>
-struct boolean {
-  static constexpr const char* name = All ? "all" : "any";
-  template <class T>
-  using acc_t = std::uint8_t; // not bool: accumulators live in a std::vector
-  template <class T>
-  using result = bool;
-  template <class T>
-  static std::uint8_t init() {
-    return All;
-  }
-  template <class A, class V>
-  static A combine(A a, V v, std::int64_t) {
-    return All ? (a && convert<bool>(v)) : (a || convert<bool>(v));
-  }
-  template <class A>
-  static A merge(A a, A b) {
-    return All ? a && b : a || b;
-  }
-  template <class R, class A>
-  static R finish(A a, std::int64_t) {
-    return a;
-  }
-  static constexpr bool has_simd = false;
-};
-using all = boolean<true>;
-using any = boolean<false>;
-
-} // namespace reductions
-
-template <class R, class E>
-struct reduce_node : expression_base<reduce_node<R, E>> {
-  using value_type = typename R::template result<value_t<E>>;
-  using reduction = R;
-  E expr;
-  kiln::axes over;
-  bool keepdims;
-  // The result shape is computed, and the axes checked, when the node is built: an axis
-  // error is raised at the reduction that causes it (point 5 of issue 11).
-  reduce_node(E e, kiln::axes a, bool k)
-      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {}
-
-  // Which input dims are folded (validated against the input's rank).
-  std::array<bool, max_rank> mask(int rank) const {
-    std::array<bool, max_rank> m{};
-    if (over.everything) m.fill(true);
-    for (auto a : over.list) {
-      const int d = normalize_axis(a, rank, R::name);
-      if (m[d] && !over.everything)
-        throw error(R::name, "axis repeated", "axis " + std::to_string(a));
-      m[d] = true;
-    }
-    return m;
-  }
-  const kiln::shape& result_shape() const { return out_shape; }
-
-private:
-  kiln::shape make_shape() const {
-    detail::require_operand(expr, R::name);
-    const kiln::shape& s = shape_of(expr);
-    const auto m = mask(s.size());
-    kiln::shape r;
-    for (int d = 0; d < s.size(); ++d)
-      if (!m[d])
-        r.push_back(s[d]);
-      else if (keepdims)
-        r.push_back(1);
-    return r;
-  }
-
-public:
-  kiln::shape out_shape; // after the members make_shape reads
-};
-template <class R, class E>
-struct is_expression_type<reduce_node<R, E>> : std::true_type {};
-
-template <class R, class E>
-const kiln::shape& shape_of(const reduce_node<R, E>& n) {
-  return n.result_shape();
-}
-template <class R, class E, class F>
-void visit_devices(const reduce_node<R, E>& n, F&& f) {
-  visit_devices(n.expr, f);
-}
 
 namespace detail {
 // A reduction on a GPU device: defined by the JIT (jit/kiln/jit/backend/run_pass.hpp).
@@ -375,11 +83,8 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
     else
       kept.push_back(full[d]);
   const std::int64_t nout = numel(kept), total = numel(full);
-  if (count == 0 &&
-      (std::is_same_v<R, reductions::argmax> || std::is_same_v<R, reductions::argmin> ||
-       std::is_same_v<R, reductions::max> || std::is_same_v<R, reductions::min>))
-    if (nout > 0)
-      throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
+  if (count == 0 && !R::identity && nout > 0)
+    throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
 
   // Operands of the iteration space: accumulator, reduced index, then the leaves.
   iteration_space space;
@@ -482,30 +187,6 @@ auto materialize(const reduce_node<R, E>& n) {
     detail::device_reduce<R>(out, inner, m);
   }
   return out;
-}
-
-#define KILN_REDUCTION(fn, R)                                                                      \
-  template <class X>                                                                               \
-  requires expression<X>                                                                           \
-  auto fn(X&& x, kiln::axes over = {}, bool keepdims = false) {                                    \
-    return reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over), keepdims);  \
-  }
-KILN_REDUCTION(sum, reductions::sum)
-KILN_REDUCTION(prod, reductions::prod)
-KILN_REDUCTION(mean, reductions::mean)
-KILN_REDUCTION(max, reductions::max)
-KILN_REDUCTION(min, reductions::min)
-KILN_REDUCTION(argmax, reductions::argmax)
-KILN_REDUCTION(argmin, reductions::argmin)
-KILN_REDUCTION(any, reductions::any)
-#undef KILN_REDUCTION
-
-// kiln::all is both the reduction and the "whole dim" index tag of tensor::operator().
-template <class X>
-requires expression<X>
-auto all_t::operator()(X&& x, kiln::axes over, bool keepdims) const {
-  return reduce_node<reductions::all, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over),
-                                                              keepdims);
 }
 
 } // namespace kiln

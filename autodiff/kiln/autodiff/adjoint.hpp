@@ -114,25 +114,11 @@ auto reduction_adjoint(const reduce_node<R, E>& n, const G& g, const kiln::shape
       return expand_node<G>(g, n.over, n.keepdims, in, n.result_shape(), full);
     }
   };
-  if constexpr (std::is_same_v<R, reductions::sum>) {
-    return expanded();
-  } else if constexpr (std::is_same_v<R, reductions::mean>) {
-    std::int64_t count = 1;
-    const auto m = folded(n.over, in.size(), "mean");
-    for (int d = 0; d < in.size(); ++d)
-      if (m[d]) count *= in[d];
-    using F = float_of_t<V>;
-    return toolkit::mul(expanded(), scalar_expr<F>(F(1) / static_cast<F>(count)));
-  } else if constexpr (std::is_same_v<R, reductions::prod>) {
-    // prod / x: exact where no folded element is 0 (documented: a zero gives NaN or inf).
-    return toolkit::mul(expanded(), kiln::prod(n.expr, n.over, true) / n.expr);
-  } else if constexpr (std::is_same_v<R, reductions::max> || std::is_same_v<R, reductions::min>) {
-    // Ties split the adjoint evenly among the elements that reach the extreme.
-    const auto hit = kiln::cast<V>(n.expr == reduce_node<R, E>(n.expr, n.over, true));
-    return toolkit::mul(expanded(), hit / kiln::sum(hit, n.over, true));
-  } else {
-    return toolkit::zero; // argmax, argmin, all, any: piecewise constant
-  }
+  // The reduction's own rule (reductions/*.hpp), given g broadcast back.
+  if constexpr (std::is_same_v<typename R::derivative, zero_gradient>)
+    return toolkit::zero; // piecewise constant, or not a number
+  else
+    return R::derivative::template vjp<toolkit>(expanded(), n);
 }
 
 template <class R, class E, class G>

@@ -7,33 +7,10 @@
 
 namespace kiln::detail {
 
-template <class R>
-constexpr reduce_kind kind_of() {
-  if constexpr (std::is_same_v<R, reductions::sum>)
-    return reduce_kind::sum;
-  else if constexpr (std::is_same_v<R, reductions::prod>)
-    return reduce_kind::prod;
-  else if constexpr (std::is_same_v<R, reductions::mean>)
-    return reduce_kind::mean;
-  else if constexpr (std::is_same_v<R, reductions::max>)
-    return reduce_kind::max;
-  else if constexpr (std::is_same_v<R, reductions::min>)
-    return reduce_kind::min;
-  else if constexpr (std::is_same_v<R, reductions::argmax>)
-    return reduce_kind::argmax;
-  else if constexpr (std::is_same_v<R, reductions::argmin>)
-    return reduce_kind::argmin;
-  else if constexpr (std::is_same_v<R, reductions::all>)
-    return reduce_kind::all;
-  else
-    return reduce_kind::any;
-}
-
 template <class R, class E>
 void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
                    const std::array<bool, max_rank>& mask) {
   using V = value_t<E>;
-  constexpr reduce_kind kind = kind_of<R>();
   const kiln::shape full = shape_of(e);
   const int rank = full.size();
   std::int64_t count = 1;
@@ -50,9 +27,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
       count *= full[d];
       order[k++] = d;
     }
-  constexpr bool needs_identity = kind == reduce_kind::max || kind == reduce_kind::min ||
-                                  kind == reduce_kind::argmax || kind == reduce_kind::argmin;
-  if (count == 0 && needs_identity && nout > 0)
+  if (count == 0 && !R::identity && nout > 0)
     throw error(R::name, "reduction over an empty axis has no identity", "shape " + full.str());
   if (nout == 0) return;
   device_executor& ex = executor_of(*out.storage(), R::name);
@@ -93,7 +68,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
         return ir::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e);
       });
   std::vector<std::uint64_t> bits;
-  ex.reduce(device_reduction{R::name, kind, lowered, lt.inputs, scalar_bits(lt, bits),
+  ex.reduce(device_reduction{reduction_info_of<R>, lowered, lt.inputs, scalar_bits(lt, bits),
                              space.extents, space.strides, count, nout, dtype_of<V>(),
                              dtype_of<typename R::template result<V>>(), *out.storage(),
                              out.layout(), mask});

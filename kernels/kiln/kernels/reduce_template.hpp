@@ -6,10 +6,11 @@
 //   group:  a workgroup of 64 per work unit (output o, chunk c): a strided partial per
 //           invocation over the chunk, then a tree over shared memory (no subgroup size
 //           assumed). With one chunk per output it stores the result (`store`), else the
-//           chunk's (a, ai) (`partial`), which `merge` then combines: long reductions take
+//           chunk's state (`partial`), which `merge` then combines: long reductions take
 //           two passes, so no loop runs longer than a chunk.
-//   merge:  a workgroup per output over its chunks' partials (`load` defines b, bi of
+//   merge:  a workgroup per output over its chunks' partials (`load` defines b, bi, b2 of
 //           partial k), the same tree, then the result.
+// The state is (a, ai), and a2 where the reduction has one (reduction_parts::init2).
 //   thread: an invocation per output, a sequential loop; for reductions shorter than 64.
 // Parameters: P.x0 = count (inputs per output), P.x1 = outputs, P.x2 = chunks per output,
 // P.x3 = inputs per chunk. Every loop's trip count is bounded by the launch (launch_grid.hpp).
@@ -24,22 +25,39 @@ namespace detail {
 
 inline std::string shared_arrays(const grid_spelling& g, const std::string& I,
                                  const reduction_parts& p) {
-  return g.shared + p.acc + " kiln_sa[64];\n" + g.shared + I + " kiln_si[64];\n";
+  std::string s = g.shared + p.acc + " kiln_sa[64];\n" + g.shared + I + " kiln_si[64];\n";
+  if (!p.init2.empty()) s += g.shared + p.acc + " kiln_sa2[64];\n";
+  return s;
+}
+
+// The state's declarations with their identities.
+inline std::string state(const std::string& I, const reduction_parts& p) {
+  std::string s = "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" +
+                  p.index_init + ");\n";
+  if (!p.init2.empty()) s += "    " + p.acc + " a2 = " + p.init2 + ";\n";
+  return s;
 }
 
 // The tree over the 64 partials in shared memory; invocation 0 is left with the total in
 // (a, ai) and runs `last`. A barrier closes it: the next unit reuses the arrays.
 inline std::string tree(const grid_spelling& g, const std::string& I, const reduction_parts& p,
                         const std::string& last) {
-  std::string s;
-  s += "    kiln_sa[lid] = a;\n    kiln_si[lid] = ai;\n    " + g.barrier + "\n";
-  s += "    for (uint h = 32u; h > 0u; h >>= 1) {\n      if (lid < h) {\n";
-  s += "        a = kiln_sa[lid];\n        ai = kiln_si[lid];\n";
+  const bool two = !p.init2.empty();
+  auto put = [&](const std::string& pad) {
+    return pad + "kiln_sa[lid] = a;\n" + pad + "kiln_si[lid] = ai;\n" +
+           (two ? pad + "kiln_sa2[lid] = a2;\n" : "");
+  };
+  auto get = [&](const std::string& pad, const std::string& at) {
+    return pad + "a = kiln_sa[" + at + "];\n" + pad + "ai = kiln_si[" + at + "];\n" +
+           (two ? pad + "a2 = kiln_sa2[" + at + "];\n" : "");
+  };
+  std::string s = put("    ") + "    " + g.barrier + "\n";
+  s += "    for (uint h = 32u; h > 0u; h >>= 1) {\n      if (lid < h) {\n" + get("        ", "lid");
   s += "        const " + p.acc + " b = kiln_sa[lid + h];\n        const " + I +
-       " bi = kiln_si[lid + h];\n" + p.merge;
-  s += "        kiln_sa[lid] = a;\n        kiln_si[lid] = ai;\n      }\n      " + g.barrier +
-       "\n    }\n";
-  s += "    if (lid == 0u) {\n      a = kiln_sa[0];\n      ai = kiln_si[0];\n" + last + "    }\n";
+       " bi = kiln_si[lid + h];\n";
+  if (two) s += "        const " + p.acc + " b2 = kiln_sa2[lid + h];\n";
+  s += p.merge + put("        ") + "      }\n      " + g.barrier + "\n    }\n";
+  s += "    if (lid == 0u) {\n" + get("      ", "0") + last + "    }\n";
   return s + "    " + g.barrier + "\n";
 }
 
@@ -49,7 +67,7 @@ inline std::string finish(const reduction_parts& p) {
 
 } // namespace detail
 
-// partial: store each chunk's (a, ai) at unit w instead of the result of output o.
+// partial: store each chunk's state at unit w instead of the result of output o.
 inline std::string reduce_group(const grid_spelling& g, const std::string& I,
                                 const reduction_parts& p, bool partial) {
   std::string s = detail::shared_arrays(g, I, p) + g.entry + "\n";
@@ -59,8 +77,7 @@ inline std::string reduce_group(const grid_spelling& g, const std::string& I,
   s += "    const " + I + " o = w / P.x2;\n";
   s += "    const " + I + " r0 = (w - o * P.x2) * P.x3;\n";
   s += "    const " + I + " r1 = P.x0 - r0 < P.x3 ? P.x0 : r0 + P.x3;\n";
-  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" + p.index_init +
-       ");\n";
+  s += detail::state(I, p);
   s += "    for (" + I + " r = r0 + " + I + "(lid); r < r1; r += " + I + "(64)) {\n";
   s += "      const " + p.value + " v = " + g.value_call + "o * P.x0 + r);\n" + p.combine;
   s += "    }\n";
@@ -73,8 +90,7 @@ inline std::string reduce_merge(const grid_spelling& g, const std::string& I,
   std::string s = detail::shared_arrays(g, I, p) + g.entry + "\n";
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  for (" + I + " o = kiln_group; o < P.x1; o += kiln_groups) {\n";
-  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" + p.index_init +
-       ");\n";
+  s += detail::state(I, p);
   s += "    for (" + I + " c = " + I + "(lid); c < P.x2; c += " + I + "(64)) {\n";
   s += "      const " + I + " k = o * P.x2 + c;\n" + p.load + p.merge + "    }\n";
   s += detail::tree(g, I, p, detail::finish(p));
@@ -87,8 +103,7 @@ inline std::string reduce_thread(const grid_spelling& g, const std::string& I,
   s += "  const " + I + " step = kiln_groups * " + I + "(64);\n";
   s += "  for (" + I + " o = kiln_group * " + I + "(64) + " + I + "(" + g.local +
        "); o < P.x1; o += step) {\n";
-  s += "    " + p.acc + " a = " + p.init + ";\n    " + I + " ai = " + I + "(" + p.index_init +
-       ");\n";
+  s += detail::state(I, p);
   s += "    for (" + I + " r = " + I + "(0); r < P.x0; ++r) {\n";
   s += "      const " + p.value + " v = " + g.value_call + "o * P.x0 + r);\n" + p.combine;
   s += "    }\n" + detail::finish(p) + "  }\n}\n";

@@ -13,12 +13,13 @@ struct reduction_parts {
   std::string acc;               // accumulator type
   std::string init;              // its identity, an expression
   std::string index_init = "-1"; // the initial `ai` (no index yet; a product's exponent: 0)
-  std::string combine;           // statements folding value `v` at reduced index `r` into (a, ai)
-  std::string merge;   // statements folding (b, bi) into (a, ai); indices may be in any order
-  std::string finish;  // expression of the result (register type) from (a, ai)
+  std::string init2;             // the initial `a2`, of type acc; empty: the state has no a2
+  std::string combine; // statements folding value `v` at reduced index `r` into (a, ai, a2)
+  std::string merge;   // statements folding (b, bi, b2) into (a, ai, a2); in any order
+  std::string finish;  // expression of the result (register type) from (a, ai, a2)
   std::string store;   // statement storing the result `res` to output o
-  std::string partial; // statements storing (a, ai) as partial w (first pass of two)
-  std::string load;    // statements defining b, bi from partial k (second pass)
+  std::string partial; // statements storing (a, ai, a2) as partial w (first pass of two)
+  std::string load;    // statements defining b, bi, b2 from partial k (second pass)
 };
 
 } // namespace kiln::kernels

@@ -13,24 +13,6 @@
 
 namespace kiln::jit {
 
-// The accumulator dtype: as the host's (double for float sums, i64 for integer ones),
-// falling back to f32 where the device has no f64.
-inline dtype accumulator(reduce_kind k, dtype value, bool has_f64) {
-  const dtype wide_float = has_f64 ? dtype::f64 : dtype::f32;
-  switch (k) {
-  case reduce_kind::sum:
-  case reduce_kind::prod:
-    return is_floating(value) ? wide_float : dtype::i64;
-  case reduce_kind::mean:
-    return wide_float;
-  case reduce_kind::all:
-  case reduce_kind::any:
-    return dtype::b8;
-  default:
-    return value == dtype::b8 ? dtype::u8 : compute_dtype(value);
-  }
-}
-
 // A reduction's kernels on one backend, per stage: the stage depends on the sizes and the
 // device, not on the expression, so one lowering may be compiled for several.
 struct compiled_reduction : executor_state {
@@ -46,19 +28,19 @@ inline bool jit_backend::needs_tensor_input(const char* op, std::size_t leaves) 
 
 inline void jit_backend::reduce(const device_reduction& r) {
   const lowered_pass& lp = r.lowered;
-  if (r.inputs.size() == 1 && provider_registry::instance().has(device().kind(), r.op)) {
+  if (r.inputs.size() == 1 && provider_registry::instance().has(device().kind(), r.info.name)) {
     const device_leaf& in = r.inputs[0];
-    const reduce_call call{r.op,
+    const reduce_call call{r.info.name,
                            device(),
                            {in.storage->handle(), *in.layout, in.type},
                            {r.out.handle(), r.out_layout, r.result},
                            r.mask};
     if (provider_registry::instance().run(call)) return;
   }
-  const reduce_plan plan = plan_reduction(r.count, r.nout, launch_limits().preferred, r.op);
+  const reduce_plan plan = plan_reduction(r.count, r.nout, launch_limits().preferred, r.info.name);
   const reduce_stage stage = plan.stage;
-  const reduce_spec spec{r.kind, stage, r.value,
-                         accumulator(r.kind, r.value, unsupported(dtype::f64).empty()), r.result};
+  const reduce_spec spec{&r.info, stage, r.value,
+                         r.info.accumulator(r.value, unsupported(dtype::f64).empty()), r.result};
   const auto state = lp.state_for(this, [] { return std::make_shared<compiled_reduction>(); });
   auto& cr = static_cast<compiled_reduction&>(*state);
   std::vector<std::shared_ptr<kernel>> ks;
@@ -71,7 +53,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
     auto used = ir.dtypes_used();
     used[static_cast<int>(spec.acc)] = true;
     if (const std::string why = cannot_run(used); !why.empty())
-      throw error(r.op, "the device cannot run this reduction", device().str() + ": " + why);
+      throw error(r.info.name, "the device cannot run this reduction", device().str() + ": " + why);
     ks.push_back(compile_reduction(ir, spec));
     if (stage == reduce_stage::partial) { // the second pass reads the partials
       reduce_spec merge = spec;

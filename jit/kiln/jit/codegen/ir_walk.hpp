@@ -139,121 +139,74 @@ inline std::string store_outputs(const dialect& d, const kernel_ir& ir, const st
   return s;
 }
 
-// The reduction's parts for the kernel templates (kernels/): accumulation follows the host
-// (reduce.hpp): float sums and products in double where the device has f64, integers in
-// i64, NaN propagating through max/min, the first index of the extreme value for
-// argmax/argmin (a NaN counts as extreme). Spelled in the names both dialects share.
-// I: the kernel's index type (of `ai`).
+// The C-family spelling a reduction's device parts are written against (executor.hpp).
+class reduction_spelling final : public device_spelling {
+public:
+  reduction_spelling(const dialect& d, const std::string& I) : d_(d) {
+    index = I;
+    count = "P.x0";
+  }
+  std::string type(dtype t) const override { return cfamily::register_type(t); }
+  std::string convert(dtype from, dtype to, const std::string& x) const override {
+    return "(" + d_.convert(from, to, x) + ")";
+  }
+  std::string frexp(const std::string& x, const std::string& k) const override {
+    // GLSL passes the exponent as an out parameter, C++ by pointer.
+    return "frexp(" + x + ", " + (d_.literals == cfamily::literal_style::glsl ? k : "&" + k) + ")";
+  }
+  std::string limit(dtype t, bool lowest) const override {
+    if (is_floating(t)) return lowest ? "(-1.0 / 0.0)" : "(1.0 / 0.0)";
+    switch (t) {
+    case dtype::u8:
+      return lowest ? "uint8_t(0)" : "uint8_t(255)";
+    case dtype::i32:
+      return lowest ? "(-2147483647 - 1)" : "2147483647";
+    case dtype::u32:
+      return lowest ? "0u" : "4294967295u";
+    case dtype::i64:
+      return lowest ? "(-9223372036854775807l - 1l)" : "9223372036854775807l";
+    default:
+      throw error("jit", "no limits for this accumulator dtype", std::string(kiln::name(t)));
+    }
+  }
+
+  std::string apply(const ir_op& op, dtype compute, const std::string& x) const override {
+    const std::string args[1] = {x};
+    return expand(d_.pick(op, compute), args, cfamily::register_type(compute));
+  }
+
+private:
+  const dialect& d_;
+};
+
+// Each line of statements s, indented by pad, with a final newline.
+inline std::string indented(const std::string& s, const std::string& pad) {
+  std::string out = pad;
+  for (char c : s) {
+    out += c;
+    if (c == '\n') out += pad;
+  }
+  return out + "\n";
+}
+
+// The reduction's parts for the kernel templates (kernels/), from its definition's device
+// code (reductions/*.hpp). I: the kernel's index type (of `ai`).
 inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduce_spec& r,
                                                    const std::string& I) {
-  using cfamily::register_type;
+  const reduction_spelling sp(d, I);
+  const reduction_code c = r.info->device(sp, {r.value, r.acc, r.result});
   kernels::reduction_parts p;
-  p.value = register_type(r.value);
-  p.result = register_type(r.result);
-  p.acc = register_type(r.acc);
-  const std::string A = p.acc;
-  const std::string v = "(" + d.convert(r.value, r.acc, "v") + ")";
-  const bool fl = is_floating(r.acc);
-  const bool extreme_max = r.kind == reduce_kind::max || r.kind == reduce_kind::argmax;
-  // Identity of max/min: -inf/+inf for floats, the type's limits for integers.
-  auto limit = [&](bool low) -> std::string {
-    if (fl) return low ? "(-1.0 / 0.0)" : "(1.0 / 0.0)";
-    switch (r.acc) {
-    case dtype::u8:
-      return low ? "uint8_t(0)" : "uint8_t(255)";
-    case dtype::i32:
-      return low ? "(-2147483647 - 1)" : "2147483647";
-    case dtype::u32:
-      return low ? "0u" : "4294967295u";
-    case dtype::i64:
-      return low ? "(-9223372036854775807l - 1l)" : "9223372036854775807l";
-    default:
-      return "0";
-    }
-  };
-  const std::string better = extreme_max ? "a < x" : "x < a"; // x replaces a
-  const std::string nan_a = fl ? "isnan(a)" : "false", nan_x = fl ? "isnan(x)" : "false";
-  switch (r.kind) {
-  case reduce_kind::sum:
-  case reduce_kind::mean:
-    p.init = A + "(0)";
-    p.combine = "      a += " + v + ";\n";
-    p.merge = "        a += b;\n";
-    break;
-  case reduce_kind::prod:
-    p.init = A + "(1)";
-    if (!fl) {
-      p.combine = "      a *= " + v + ";\n";
-      p.merge = "        a *= b;\n";
-      break;
-    }
-    {
-      // As the host (reduce.hpp, scaled_product): ai counts the binary exponent, a is kept
-      // within [2^-E, 2^E] and multiplied by each factor's mantissa, so no partial product
-      // overflows or underflows. GLSL's frexp takes its exponent as an out parameter.
-      p.index_init = "0";
-      const std::string k = d.literals == cfamily::literal_style::glsl ? "k" : "&k";
-      const std::string E = r.acc == dtype::f64 ? "500" : "60";
-      const std::string hi = "ldexp(" + A + "(1), " + E + ")",
-                        lo = "ldexp(" + A + "(1), -" + E + ")";
-      const std::string rescale = "if (a != " + A + "(0) && !isinf(a) && !isnan(a) && (a > " + hi +
-                                  " || a < -" + hi + " || (a < " + lo + " && a > -" + lo +
-                                  "))) { int k; a = frexp(a, " + k + "); ai += " + I + "(k); }\n";
-      p.combine = "      { const " + A + " x = " + v + ";\n        if (x == " + A +
-                  "(0) || isinf(x) || isnan(x)) a *= x;\n        else { int k; a *= frexp(x, " + k +
-                  "); ai += " + I + "(k); }\n        " + rescale + "      }\n";
-      p.merge = "        a *= b; ai += bi;\n        " + rescale;
-    }
-    break;
-  case reduce_kind::max:
-  case reduce_kind::min: {
-    p.init = A + "(" + limit(extreme_max) + ")";
-    const std::string step = "if (" + nan_x + " || " + nan_a + ") { if (!(" + nan_a +
-                             ")) a = x; } else if (" + better + ") a = x;\n";
-    p.combine = "      { const " + A + " x = " + v + "; " + step + "      }\n";
-    p.merge = "        { const " + A + " x = b; " + step + "        }\n";
-    break;
-  }
-  case reduce_kind::argmax:
-  case reduce_kind::argmin:
-    p.init = A + "(" + limit(extreme_max) + ")";
-    p.combine = "      { const " + A + " x = " + v + ";\n        if (ai < 0 || (!(" + nan_a +
-                ") && ((" + nan_x + ") || " + better + "))) { a = x; ai = r; } }\n";
-    p.merge = "        { const " + A +
-              " x = b; bool take;\n"
-              "          if (bi < 0) take = false; else if (ai < 0) take = true;\n"
-              "          else if ((" +
-              nan_a + ") && (" + nan_x +
-              ")) take = bi < ai;\n"
-              "          else if (" +
-              nan_a + ") take = false; else if (" + nan_x +
-              ") take = true;\n"
-              "          else if (a == x) take = bi < ai; else take = " +
-              better +
-              ";\n"
-              "          if (take) { a = x; ai = bi; } }\n";
-    break;
-  case reduce_kind::all:
-    p.init = "true";
-    p.combine = "      a = a && " + v + ";\n";
-    p.merge = "        a = a && b;\n";
-    break;
-  case reduce_kind::any:
-    p.init = "false";
-    p.combine = "      a = a || " + v + ";\n";
-    p.merge = "        a = a || b;\n";
-    break;
-  }
-  if (r.kind == reduce_kind::argmax || r.kind == reduce_kind::argmin)
-    p.finish = "int64_t(ai)";
-  else if (r.kind == reduce_kind::prod && fl) // ldexp saturates to inf or 0 as it should
-    p.finish = d.convert(r.acc, r.result,
-                         "ldexp(a, ai > " + I + "(4096) ? 4096 : ai < " + I +
-                             "(-4096) ? -4096 : int(ai))");
-  else if (r.kind == reduce_kind::mean)
-    p.finish = d.convert(r.acc, r.result, "(a / " + A + "(P.x0))");
-  else
-    p.finish = d.convert(r.acc, r.result, "a");
+  p.value = cfamily::register_type(r.value);
+  p.result = cfamily::register_type(r.result);
+  p.acc = cfamily::register_type(r.acc);
+  p.init = c.init;
+  p.index_init = c.index_init;
+  p.init2 = r.info->second ? c.init2 : "";
+  if (r.info->second && c.init2.empty())
+    throw error(r.info->name, "the reduction's device code has no init2", "it declares `second`");
+  p.combine = indented(c.combine, "      ");
+  p.merge = indented(c.merge, "        ");
+  p.finish = c.finish;
   return p;
 }
 
@@ -284,6 +237,10 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
     p.load = "      const " + p.acc + " b = " + d.load(spec.acc, d.element(ir, 0, "k")) + ";\n";
     p.load += "      const " + I + " bi = " +
               (spec.carries_index() ? d.load(index, d.element(ir, 1, "k")) : I + "(-1)") + ";\n";
+    if (spec.info->second)
+      p.load += "      const " + p.acc +
+                " b2 = " + d.load(spec.acc, d.element(ir, spec.carries_index() ? 2 : 1, "k")) +
+                ";\n";
     return kernels::reduce_merge(g, I, p);
   }
   std::string s = value_function(d, ir, spec.value, value_params);
@@ -294,6 +251,9 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
     p.partial = "      " + d.element(ir, nin, "w") + " = " + d.store(spec.acc, "a") + ";\n";
     if (spec.carries_index())
       p.partial += "      " + d.element(ir, nin + 1, "w") + " = " + d.store(index, "ai") + ";\n";
+    if (spec.info->second)
+      p.partial += "      " + d.element(ir, nin + (spec.carries_index() ? 2 : 1), "w") + " = " +
+                   d.store(spec.acc, "a2") + ";\n";
     return s + kernels::reduce_group(g, I, p, true);
   default:
     return s + kernels::reduce_group(g, I, p, false);

@@ -7,5 +7,4 @@
 namespace kiln::jit {
 using namespace kiln::ir;
 using kiln::lowering_count;
-using kiln::reduce_kind;
 } // namespace kiln::jit

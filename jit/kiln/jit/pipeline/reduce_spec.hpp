@@ -18,24 +18,21 @@ enum class reduce_stage : std::uint8_t {
 inline constexpr int reduce_extras = 4;
 
 struct reduce_spec {
-  reduce_kind kind;
+  const reduction_info* info; // which reduction (its definition's device parts)
   reduce_stage stage;
   dtype value;  // the reduced expression's dtype
   dtype acc;    // accumulator dtype
   dtype result; // the output's dtype
-  // Whether `ai` carries state between passes: argmax/argmin's index, a float product's
-  // exponent.
-  bool carries_index() const {
-    return kind == reduce_kind::argmax || kind == reduce_kind::argmin ||
-           (kind == reduce_kind::prod && is_floating(acc));
-  }
+  // Whether `ai` carries state between passes (argmax's index, a float product's exponent).
+  bool carries_index() const { return info->carries_index(acc); }
 };
 
-// The buffers between the two passes of a reduction: the accumulators, and the carried
-// index (carries_index) in the kernel's index type.
+// The buffers between the two passes of a reduction: the accumulators, the carried index
+// (carries_index) in the kernel's index type, and the second accumulator (info->second).
 inline std::vector<dtype> partial_dtypes(const reduce_spec& s, bool wide_index) {
   std::vector<dtype> d{s.acc};
   if (s.carries_index()) d.push_back(wide_index ? dtype::i64 : dtype::i32);
+  if (s.info->second) d.push_back(s.acc);
   return d;
 }
 

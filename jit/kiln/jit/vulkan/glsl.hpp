@@ -51,8 +51,10 @@ inline const dialect glsl_dialect{"GLSL",    &ir_op::glsl, {"int", "int64_t"}, e
 
 // Everything before the kernel's body: version, extensions, buffers (IR inputs, then its
 // outputs), the parameter block, conversion and math helpers.
+// body: code after the preamble that calls math functions of its own (a reduction's parts).
 inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
-                            std::initializer_list<dtype> also_used = {}) {
+                            std::initializer_list<dtype> also_used = {},
+                            const std::string& body = "") {
   auto used = ir.dtypes_used();
   for (dtype d : also_used)
     used[static_cast<int>(d)] = true;
@@ -77,6 +79,12 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
     if (in.code == ir_code::apply) {
       math_calls(glsl_dialect.pick(*in.op, in.compute), calls);
     }
+  {
+    std::set<std::string> named; // kiln_ names in the body that are math functions
+    math_calls(body.c_str(), named);
+    for (const auto& n : named)
+      if (has_math(n)) calls.insert(n);
+  }
   s += conversion_library(used);
   const std::vector<std::string_view> names(calls.begin(), calls.end());
   if (!names.empty()) {

@@ -12,8 +12,9 @@ namespace kiln::jit::glsl {
 // buffers the spec's stage writes (codegen::reduction_body).
 inline std::string generate_reduction(const kernel_ir& ir, const param_layout& layout,
                                       const reduce_spec& spec) {
-  return preamble(ir, layout, {spec.acc}) +
-         codegen::reduction_body(glsl_dialect, kernels::glsl::spelling(), ir, spec);
+  const std::string body =
+      codegen::reduction_body(glsl_dialect, kernels::glsl::spelling(), ir, spec);
+  return preamble(ir, layout, {spec.acc}, body) + body;
 }
 
 } // namespace kiln::jit::glsl

@@ -146,6 +146,12 @@ inline std::string math_source_in(std::span<const math_function> lib,
 
 } // namespace detail
 
+// Whether `name` is a function of the library (for some type).
+inline bool has_math(std::string_view name) {
+  return detail::find_math(math_library(), name, "float") ||
+         detail::find_math(math_library(), name, "double");
+}
+
 // The GLSL definitions needed by `names` (kiln_ function names) for `type` ("float" or
 // "double"): dependencies first, each once, in the order `names` first needs them.
 inline std::string math_source(std::span<const std::string_view> names, std::string_view type) {

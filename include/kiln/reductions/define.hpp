@@ -1,0 +1,141 @@
+#pragma once
+// What every reduction file uses: the lazy node a reduction builds, the device parts'
+// vocabulary (executor.hpp), and the macro giving a reduction its user-facing function.
+//
+// A reduction is one struct in one file of this folder (sum.hpp is the smallest):
+//   name;
+//   host:   acc_t<T>, result<T>, init<T>(), combine(a, v, index), merge(a, b),
+//           finish<R>(a, count), has_simd (whether sums of lanes may be taken first);
+//   identity: false where an empty reduction has no value (max: a kiln::error);
+//   device: accumulator(value, has_f64), carries_index(acc) and second (optional: the
+//           state has `ai`, `a2`), device(spelling, dtypes) -> reduction_code;
+//   derivative: vjp<D>(g, node) -> the adjoint of the input, g already broadcast back over
+//           the folded axes; or `using derivative = zero_gradient;`.
+// Reductions built from others (logsumexp, var, norm) are functions of expressions: their
+// kernels and gradients are those of their parts.
+#include "kiln/eval/assign.hpp"
+#include "kiln/ir/lower.hpp"
+#include "kiln/ops/arithmetic.hpp"
+#include "kiln/ops/compare.hpp"
+#include "kiln/ops/math.hpp"
+#include "kiln/ops/select.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln {
+
+namespace reductions {
+
+// The host accumulator of a sum: double for floats, i64 for integers and bools.
+template <class T>
+using wide_t = std::conditional_t<is_floating(dtype_of<T>()), double, std::int64_t>;
+
+// The device accumulator of a sum: double where the device has it, else f32; i64.
+inline dtype wide_dtype(dtype value, bool has_f64) {
+  if (!is_floating(value)) return dtype::i64;
+  return has_f64 ? dtype::f64 : dtype::f32;
+}
+
+} // namespace reductions
+
+template <class R, class E>
+struct reduce_node : expression_base<reduce_node<R, E>> {
+  using value_type = typename R::template result<value_t<E>>;
+  using reduction = R;
+  E expr;
+  kiln::axes over;
+  bool keepdims;
+  // The result shape is computed, and the axes checked, when the node is built: an axis
+  // error is raised at the reduction that causes it.
+  reduce_node(E e, kiln::axes a, bool k)
+      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {}
+
+  // Which input dims are folded (validated against the input's rank).
+  std::array<bool, max_rank> mask(int rank) const {
+    std::array<bool, max_rank> m{};
+    if (over.everything) m.fill(true);
+    for (auto a : over.list) {
+      const int d = normalize_axis(a, rank, R::name);
+      if (m[d] && !over.everything)
+        throw error(R::name, "axis repeated", "axis " + std::to_string(a));
+      m[d] = true;
+    }
+    return m;
+  }
+  const kiln::shape& result_shape() const { return out_shape; }
+  // The number of input elements folded into each output.
+  std::int64_t count() const {
+    const kiln::shape& s = shape_of(expr);
+    const auto m = mask(s.size());
+    std::int64_t n = 1;
+    for (int d = 0; d < s.size(); ++d)
+      if (m[d]) n *= s[d];
+    return n;
+  }
+
+private:
+  kiln::shape make_shape() const {
+    detail::require_operand(expr, R::name);
+    const kiln::shape& s = shape_of(expr);
+    const auto m = mask(s.size());
+    kiln::shape r;
+    for (int d = 0; d < s.size(); ++d)
+      if (!m[d])
+        r.push_back(s[d]);
+      else if (keepdims)
+        r.push_back(1);
+    return r;
+  }
+
+public:
+  kiln::shape out_shape; // after the members make_shape reads
+};
+template <class R, class E>
+struct is_expression_type<reduce_node<R, E>> : std::true_type {};
+
+template <class R, class E>
+const kiln::shape& shape_of(const reduce_node<R, E>& n) {
+  return n.result_shape();
+}
+template <class R, class E, class F>
+void visit_devices(const reduce_node<R, E>& n, F&& f) {
+  visit_devices(n.expr, f);
+}
+
+namespace detail {
+
+template <class R>
+bool carries_index_of(dtype acc) {
+  if constexpr (requires { R::carries_index(acc); })
+    return R::carries_index(acc);
+  else
+    return false;
+}
+
+template <class R>
+constexpr bool second_of() {
+  if constexpr (requires { R::second; })
+    return R::second;
+  else
+    return false;
+}
+
+} // namespace detail
+
+// The device parts of reduction R, for executor.hpp's device_reduction.
+template <class R>
+inline constexpr reduction_info reduction_info_of{
+    R::name, &R::accumulator, &detail::carries_index_of<R>, detail::second_of<R>(), &R::device};
+
+} // namespace kiln
+
+// fn(x, axes = everything, keepdims = false): the reduction R of expression x.
+#define KILN_REDUCTION_FUNCTION(fn, R)                                                             \
+  template <class X>                                                                               \
+  requires ::kiln::expression<X>                                                                   \
+  auto fn(X&& x, ::kiln::axes over = {}, bool keepdims = false) {                                  \
+    return ::kiln::reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over),     \
+                                                          keepdims);                               \
+  }
