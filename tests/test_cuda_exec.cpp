@@ -155,6 +155,50 @@ TEST_CASE("cuda: the nine reductions on short and long rows, chained on the devi
   }
 }
 
+TEST_CASE("cuda: logsumexp, var, stddev, the norms and count_nonzero, short, long and two-pass "
+          "rows, and a gradient",
+          "[cuda]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  // A thread per output, a block per output, and partials merged in a second pass.
+  for (const std::int64_t cols : {5, 300, 300000}) {
+    const auto ah = kiln::random::uniform<float>({3, cols}, test::draw(1, 999), -3, 3);
+    const auto bh = kiln::random::uniform<double>({3, cols}, test::draw(1, 999), -3, 3);
+    const auto a = ah.to(*dev);
+    const auto b = bh.to(*dev);
+    auto close = [](const auto& got, const auto& want, double tol) {
+      const auto g = on_host(got), w = want.to_vector();
+      REQUIRE(g.size() == w.size());
+      for (std::size_t i = 0; i < w.size(); ++i)
+        CHECK(std::abs(double(g[i]) - double(w[i])) <= tol * (1 + std::abs(double(w[i]))));
+    };
+    using F = kiln::tensor<float>;
+    using D = kiln::tensor<double>;
+    close(F(kiln::logsumexp(a, {1})), F(kiln::logsumexp(ah, {1})), 1e-6);
+    close(F(kiln::var(a, {1}, kiln::ddof(1))), F(kiln::var(ah, {1}, kiln::ddof(1))), 1e-6);
+    close(F(kiln::stddev(a, {0})), F(kiln::stddev(ah, {0})), 1e-6);
+    close(F(kiln::norm(a, {1})), F(kiln::norm(ah, {1})), 1e-6);
+    close(F(kiln::norm<1>(a, {1})), F(kiln::norm<1>(ah, {1})), 1e-6);
+    close(F(kiln::norm<kiln::inf_norm>(a, {1})), F(kiln::norm<kiln::inf_norm>(ah, {1})), 0);
+    close(kiln::tensor<std::int64_t>(kiln::count_nonzero(a > 1.0f, {1})),
+          kiln::tensor<std::int64_t>(kiln::count_nonzero(ah > 1.0f, {1})), 0);
+    close(D(kiln::logsumexp(b, {1})), D(kiln::logsumexp(bh, {1})), 1e-12);
+    close(D(kiln::var(b, {1})), D(kiln::var(bh, {1})), 1e-12);
+    close(D(kiln::norm(b, {1})), D(kiln::norm(bh, {1})), 1e-12);
+  }
+  const auto xh = kiln::random::uniform<float>({4, 50}, test::draw(1, 999), -2, 2);
+  const auto x = xh.to(*dev);
+  auto f = [](const auto& v) {
+    return kiln::sum(kiln::logsumexp(v, {1}) + kiln::stddev(v, {1}) + kiln::norm(v, {1}));
+  };
+  auto [gd] = kiln::grad(f(x), x);
+  auto [gh] = kiln::grad(f(xh), xh);
+  const auto vd = on_host(kiln::tensor<float>(gd));
+  const auto vh = kiln::tensor<float>(gh).to_vector();
+  for (std::size_t i = 0; i < vd.size(); ++i)
+    CHECK(std::abs(vd[i] - vh[i]) <= 1e-5f * (1 + std::abs(vh[i])));
+}
+
 TEST_CASE("cuda: 200 distinct leaves run as several kernels within the parameter space", "[cuda]") {
   const kiln::device* dev = cuda_or_skip();
   if (!dev) return;
