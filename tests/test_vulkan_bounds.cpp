@@ -84,7 +84,7 @@ void every_axis(const kiln::tensor<T>& h, const kiln::tensor<T>& d, std::int64_t
 
 } // namespace
 
-TEST_CASE("vulkan: every reduction of 2^25 f32 (the largest buffer) equal the host's",
+TEST_CASE("vulkan: every reduction of 2^25 f32 (the largest buffer) equals the host's",
           "[vulkan][reduce][bounds]") {
   const kiln::device* gpu = vulkan_or_skip();
   if (!gpu) return;
@@ -99,7 +99,7 @@ TEST_CASE("vulkan: every reduction of 2^25 f32 (the largest buffer) equal the ho
   every_axis(x, x.to(*gpu), n, 2e-6);
 }
 
-TEST_CASE("vulkan: every reduction of 2^24 i64 (the largest buffer) equal the host's",
+TEST_CASE("vulkan: every reduction of 2^24 i64 (the largest buffer) equals the host's",
           "[vulkan][reduce][bounds]") {
   const kiln::device* gpu = vulkan_or_skip();
   if (!gpu) return;

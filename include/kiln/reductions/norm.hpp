@@ -15,8 +15,15 @@ namespace reductions {
 
 struct norm2 {
   static constexpr const char* name = "norm";
+  // On the host the sum of squares is compensated (Neumaier): one thread's part of a long
+  // reduction adds millions of inexact (x / scale)^2 terms in sequence.
   struct acc {
-    double scale = 0, ssq = 0;
+    double scale = 0, ssq = 0, c = 0;
+    void add(double t) {
+      const double y = ssq + t;
+      c += std::abs(ssq) >= std::abs(t) ? (ssq - y) + t : (t - y) + ssq;
+      ssq = y;
+    }
   };
   template <class T>
   using acc_t = acc;
@@ -33,11 +40,12 @@ struct norm2 {
     if (x == 0) return a;
     if (a.scale < x) {
       const double r = a.scale / x;
-      a.ssq = 1 + a.ssq * r * r;
+      a.ssq = 1 + (a.ssq + a.c) * r * r;
+      a.c = 0;
       a.scale = x;
     } else {
       const double r = x / a.scale; // x == scale == inf: 1, not NaN
-      a.ssq += x == a.scale ? 1 : r * r;
+      a.add(x == a.scale ? 1 : r * r);
     }
     return a;
   }
@@ -45,13 +53,13 @@ struct norm2 {
   static A merge(A a, A b) {
     if (a.scale < b.scale) std::swap(a, b);
     if (b.scale == 0 && b.ssq == 0) return a;
-    const double r = b.scale / a.scale;
-    a.ssq += b.scale == a.scale ? b.ssq : b.ssq * r * r;
+    const double r = b.scale / a.scale, q = b.ssq + b.c;
+    a.add(b.scale == a.scale ? q : q * r * r);
     return a;
   }
   template <class R, class A>
   static R finish(A a, std::int64_t) {
-    return convert<R>(a.scale * std::sqrt(a.ssq));
+    return convert<R>(a.scale * std::sqrt(a.ssq + a.c));
   }
   static constexpr bool has_simd = false;
 
