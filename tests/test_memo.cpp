@@ -41,6 +41,19 @@ TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
   CHECK((kiln::detail::memoized<E, all>));
   CHECK((kiln::detail::memoized<S, all>));
   CHECK_FALSE((kiln::detail::memoized<cheap, kiln::detail::type_list<cheap, cheap>>));
+  // Repeat detection numbers subtree types by structure: types differing only in an op,
+  // an element type, the order of operands or a leaf kind get different numbers.
+  const auto xf = kiln::random::uniform<float>({64}, 4, -2, 2);
+  using kiln::detail::subtree_hash;
+  using D = std::remove_cvref_t<decltype(kiln::exp(kiln::sin(x * y) + 1.0))>;
+  STATIC_REQUIRE(subtree_hash<E> == subtree_hash<D>);
+  STATIC_REQUIRE(subtree_hash<E> != subtree_hash<decltype(kiln::exp(kiln::sin(x * y) - 1.0))>);
+  STATIC_REQUIRE(subtree_hash<E> != subtree_hash<decltype(kiln::exp(kiln::cos(x * y) + 1.0))>);
+  STATIC_REQUIRE(subtree_hash<S> != subtree_hash<decltype(kiln::sin(xf * xf))>);
+  STATIC_REQUIRE(subtree_hash<decltype(x - 1.0)> != subtree_hash<decltype(1.0 - x)>);
+  STATIC_REQUIRE(subtree_hash<decltype(x - 1.0)> != subtree_hash<decltype(x - y)>);
+  CHECK_FALSE(
+      (kiln::detail::memoized<S, kiln::detail::type_list<S, decltype(kiln::sin(xf * xf))>>));
   // Every leaf reads with stride 1 from its own data pointer (what the pass would give).
   std::int64_t st[kiln::max_rank] = {1};
   auto next = [&] { return static_cast<const std::int64_t*>(st); };

@@ -23,11 +23,15 @@ struct reduce_case {
   bool keepdims = false;
 };
 
+// At most 2^18 elements: rank 4 with extents of 300 would be 8e9 (65 GB of doubles).
 reduce_case random_case(std::int64_t max_extent = 9) {
   reduce_case c;
   const int rank = test::draw(1, 4);
-  for (int d = 0; d < rank; ++d)
-    c.shape.push_back(test::draw(1, static_cast<int>(max_extent)));
+  do {
+    c.shape = kiln::shape{};
+    for (int d = 0; d < rank; ++d)
+      c.shape.push_back(test::draw(1, static_cast<int>(max_extent)));
+  } while (kiln::numel(c.shape) > (std::int64_t{1} << 18));
   c.keepdims = test::draw(0, 1) == 1;
   if (test::draw(0, 4) == 0) {
     c.mask.assign(rank, true);
@@ -272,19 +276,26 @@ TEST_CASE("gradients of logsumexp, var, stddev and the norms against finite diff
       if (keep) return kiln::sum(r * kiln::from(w.to_vector(), kiln::shape{3, 1}));
       return kiln::sum(r * w);
     };
-    auto check = [&](const char* what, const auto& f) {
+    // kinks: where two entries of a row tie within a step (max), or one is within a step of
+    // 0 (abs), finite differences are off; those elements are left out.
+    auto check = [&](const char* what, const auto& f, bool kinks = false) {
       INFO(what << ", keepdims " << keep);
       auto [g] = kiln::grad(f(x), x);
       const kiln::tensor<double> got = g;
-      grad_test::check_close(got.to_vector(), grad_test::fd_grad(f(x), x), 1e-7, what);
+      if (kinks)
+        grad_test::check_close_where_smooth(got.to_vector(), f(x), x, 1e-7, what);
+      else
+        grad_test::check_close(got.to_vector(), grad_test::fd_grad(f(x), x), 1e-7, what);
     };
     check("logsumexp", [&](const auto& a) { return weigh(kiln::logsumexp(a * 3.0, {1}, keep)); });
     check("var", [&](const auto& a) { return weigh(kiln::var(a, {1}, keep, kiln::ddof(1))); });
     check("stddev", [&](const auto& a) { return weigh(kiln::stddev(a, {1}, keep)); });
     check("norm<2>", [&](const auto& a) { return weigh(kiln::norm(a, {1}, keep)); });
-    check("norm<1>", [&](const auto& a) { return weigh(kiln::norm<1>(a, {1}, keep)); });
-    check("norm<inf>",
-          [&](const auto& a) { return weigh(kiln::norm<kiln::inf_norm>(a, {1}, keep)); });
+    check(
+        "norm<1>", [&](const auto& a) { return weigh(kiln::norm<1>(a, {1}, keep)); }, true);
+    check(
+        "norm<inf>", [&](const auto& a) { return weigh(kiln::norm<kiln::inf_norm>(a, {1}, keep)); },
+        true);
   }
   // The 2-norm's subgradient at zero is 0, not NaN.
   const auto z = kiln::from(std::vector<double>(4, 0.0), kiln::shape{4});

@@ -19,6 +19,7 @@
 #include <boost/hana/length.hpp>
 
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -28,11 +29,34 @@ namespace kiln::detail {
 template <class... T>
 struct type_list {};
 
-// One address per op-node type: repeat detection compares addresses in a constexpr loop.
-// (A fold of std::is_same over a concatenated type list instantiated one is_same per pair
-// of subtree types, quadratic in the tree size, and the concatenation one pack per level.)
-template <class E>
-inline constexpr char subtree_tag = 0;
+// One 64-bit number per subtree type, from its structure: repeat detection compares numbers
+// in a constexpr loop. (A fold of std::is_same over a concatenated type list instantiated
+// one is_same per pair of subtree types, quadratic in the tree size, and the concatenation
+// one pack per level. Comparing addresses of per-type variables is no constant expression
+// under g++ -fsanitize=null or -fno-delete-null-pointer-checks.) Two types sharing a number
+// (odds about n^2 / 2^64) would only give a subtree a slot nobody shares: slots are shared
+// by exact type at run time (index_memos).
+template <class T>
+constexpr std::uint64_t spelling_hash() {
+  std::uint64_t h = 14695981039346656037ull; // FNV-1a over the compiler's name of T
+  for (const char* p = __PRETTY_FUNCTION__; *p; ++p)
+    h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  return h;
+}
+constexpr std::uint64_t mix_hash(std::uint64_t h, std::uint64_t c) { // splitmix64's finalizer
+  std::uint64_t z = h + 0x9e3779b97f4a7c15ull * (c | 1) + (c >> 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+template <class E> // leaves: tensor<T>, scalar_expr<T>
+inline constexpr std::uint64_t subtree_hash = spelling_hash<E>();
+template <class Op, class... C>
+inline constexpr std::uint64_t subtree_hash<expr_node<Op, C...>> = [] {
+  std::uint64_t h = spelling_hash<Op>();
+  ((h = mix_hash(h, subtree_hash<C>)), ...);
+  return h;
+}();
 
 // The number of op nodes of a tree, once per occurrence.
 template <class E>
@@ -41,10 +65,10 @@ template <class Op, class... C>
 inline constexpr int subtree_count<expr_node<Op, C...>> = 1 + (0 + ... + subtree_count<C>);
 
 template <class E>
-constexpr void collect_subtrees(const void** out, int& i) {
+constexpr void collect_subtrees(std::uint64_t* out, int& i) {
   if constexpr (subtree_count<E> != 0) {
     [&]<class Op, class... C>(std::type_identity<expr_node<Op, C...>>) {
-      out[i++] = &subtree_tag<E>;
+      out[i++] = subtree_hash<E>;
       (collect_subtrees<C>(out, i), ...);
     }(std::type_identity<E>{});
   }
@@ -59,8 +83,8 @@ struct all_subtrees;
 template <class... E>
 struct all_subtrees<type_list<E...>> {
   static constexpr int n = (0 + ... + subtree_count<E>);
-  static constexpr std::array<const void*, n> ids = [] {
-    std::array<const void*, n> a{};
+  static constexpr std::array<std::uint64_t, n> ids = [] {
+    std::array<std::uint64_t, n> a{};
     int i = 0;
     (collect_subtrees<E>(a.data(), i), ...);
     return a;
@@ -69,8 +93,8 @@ struct all_subtrees<type_list<E...>> {
 template <class N, class Roots>
 inline constexpr bool repeated = [] {
   int k = 0;
-  for (const void* id : all_subtrees<Roots>::ids)
-    k += id == &subtree_tag<N>;
+  for (const std::uint64_t id : all_subtrees<Roots>::ids)
+    k += id == subtree_hash<N>;
   return k >= 2;
 }();
 
