@@ -8,6 +8,7 @@
 #include "kiln/shape.hpp"
 
 #include <boost/hana/fold_left.hpp>
+#include <boost/hana/for_each.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/unpack.hpp>
 
@@ -94,14 +95,25 @@ const kiln::shape& shape_of(const expr_node<Op, C...>& n) {
 }
 
 namespace detail {
+// Out of line, one copy per program: inlined into every node's constructor, the shape
+// checks and their error messages were a third of a gradient file's object code.
+[[gnu::noinline]] inline void broadcast_operand(kiln::shape& acc, const kiln::shape& s,
+                                                const char* op) {
+  if (!broadcast_into(acc, s))
+    throw error(op, "shapes cannot be broadcast together",
+                "shapes " + acc.str() + " and " + s.str());
+}
+template <class X>
+inline constexpr bool is_scalar_operand = false;
+template <class T>
+inline constexpr bool is_scalar_operand<scalar_expr<T>> = true;
+
 template <class Op, class... C>
 kiln::shape broadcast_children(const hana::tuple<C...>& children) {
-  kiln::shape acc = hana::fold_left(children, kiln::shape{}, [](kiln::shape acc, const auto& c) {
-    const kiln::shape& s = shape_of(c);
-    if (!broadcast_into(acc, s))
-      throw error(std::string(Op::name), "shapes cannot be broadcast together",
-                  "shapes " + acc.str() + " and " + s.str());
-    return acc;
+  kiln::shape acc;
+  hana::for_each(children, [&](const auto& c) {
+    if constexpr (!is_scalar_operand<std::remove_cvref_t<decltype(c)>>) // rank 0: no change
+      broadcast_operand(acc, shape_of(c), Op::name);
   });
   // Broadcast views of valid tensors can meet in a shape of more than 2^63 elements.
   if (acc.size() > 1) checked_numel(acc, Op::name);

@@ -95,9 +95,13 @@ public:
 
   // An empty handle: no storage. Assigning an expression to it allocates.
   tensor() = default;
-  tensor(const tensor&) = default;
-  tensor(tensor&&) noexcept = default;
-  ~tensor() = default;
+  // Out of line: an expression holds its tensors by value, and copying or destroying a
+  // gradient's tree inlined a reference count and two shapes per leaf into every node's
+  // constructor (half the object code of a file of Greeks, and its build time).
+  [[gnu::noinline]] tensor(const tensor& o) : storage_(o.storage_), layout_(o.layout_) {}
+  [[gnu::noinline]] tensor(tensor&& o) noexcept
+      : storage_(std::move(o.storage_)), layout_(std::move(o.layout_)) {}
+  [[gnu::noinline]] ~tensor() {}
 
   // Uninitialized storage of the given shape (see kiln::empty); errors name `op`.
   explicit tensor(const kiln::shape& s, const kiln::device& dev = {}, const char* op = "alloc")
