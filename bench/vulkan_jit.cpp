@@ -8,6 +8,8 @@
 //  4. the host's cost of one evaluation on a cache hit (small tensors, no waiting between).
 // Usage: bench_vulkan_jit [--child]   (--child: one timed first evaluation, for part 3)
 #include <kiln/kiln.hpp>
+// The GLSL compiler itself (part of the device runtime, not of kiln.hpp): timed on its own.
+#include <kiln/jit/vulkan/shaderc.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -75,6 +75,11 @@ B each_lane(const B& x, F f) {
 
 } // namespace kiln::detail
 
+// A math op's simd(), inlined wherever a pass calls it: in a small translation unit g++'s
+// unit-growth limit left xsimd's f32 erf a call per batch in a loop of a dozen ops
+// (Black-Scholes 9% slower once the device runtime moved to its own unit).
+#define KILN_SIMD_INLINE [[gnu::always_inline]] static
+
 #define KILN_UNARY_FUNCTION(fn, Op)                                                                \
   template <class X>                                                                               \
   requires ::kiln::detail::any_expression<X>                                                       \

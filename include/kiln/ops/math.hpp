@@ -142,7 +142,7 @@ B simd_sigmoid(const B& x) {
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \
     template <class B>                                                                             \
-    static B simd(const B& x) {                                                                    \
+    KILN_SIMD_INLINE B simd(const B& x) {                                                          \
       return simd_expr;                                                                            \
     }                                                                                              \
     /* d f(x) = f'(x) dx, with f' written in x (D: autodiff's toolkit) */                          \
@@ -207,7 +207,7 @@ struct erf : op_base {
   template <class T>
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
-  static B simd(const B& x) {
+  KILN_SIMD_INLINE B simd(const B& x) {
     if constexpr (std::is_same_v<typename B::value_type, float>)
       return xsimd::erf(x);
     else
@@ -234,7 +234,7 @@ struct erfc : op_base {
   template <class T>
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
-  static B simd(const B& x) {
+  KILN_SIMD_INLINE B simd(const B& x) {
     if constexpr (std::is_same_v<typename B::value_type, float>)
       return detail::each_lane(x, [](float v) { return std::erfc(v); });
     else
@@ -262,7 +262,7 @@ struct erfc : op_base {
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \
     template <class B>                                                                             \
-    static B simd(const B& x, const B& y) {                                                        \
+    KILN_SIMD_INLINE B simd(const B& x, const B& y) {                                              \
       return simd_expr;                                                                            \
     }                                                                                              \
     struct derivative {                                                                            \
@@ -340,7 +340,7 @@ struct pow : op_base {
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \
     template <class B>                                                                             \
-    static B simd(const B& x) {                                                                    \
+    KILN_SIMD_INLINE B simd(const B& x) {                                                          \
       return simd_expr;                                                                            \
     }                                                                                              \
     using derivative = zero_gradient; /* piecewise constant */                                     \
