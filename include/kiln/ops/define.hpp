@@ -79,6 +79,10 @@ B each_lane(const B& x, F f) {
 // unit-growth limit left xsimd's f32 erf a call per batch in a loop of a dozen ops
 // (Black-Scholes 9% slower once the device runtime moved to its own unit).
 #define KILN_SIMD_INLINE [[gnu::always_inline]] static
+// kiln's own f64 erf and erfc (erf_f64.hpp): xsimd's kernels inlined into them whatever the
+// translation unit's size (the same limit made the f64 Black-Scholes price of
+// bench/greeks.cpp 15% slower: xsimd's exp became a call inside erfc).
+#define KILN_MATH_FLATTEN [[gnu::flatten]]
 
 #define KILN_UNARY_FUNCTION(fn, Op)                                                                \
   template <class X>                                                                               \

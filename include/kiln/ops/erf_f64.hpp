@@ -113,7 +113,7 @@ B tail(const pieces<B>& p) {
 }
 
 template <class B>
-B erfc(const B& x) {
+KILN_MATH_FLATTEN B erfc(const B& x) {
   const pieces<B> p = split(x, 26.0); // erfc(x) is 2 to double precision below -6
   B r(0.0);
   if (xsimd::any(p.small)) {
@@ -133,7 +133,7 @@ B erfc(const B& x) {
 }
 
 template <class B>
-B erf(const B& x) {
+KILN_MATH_FLATTEN B erf(const B& x) {
   const pieces<B> p = split(x, 6.0); // erf is 1 to double precision from 6 on
   B r = xsimd::fma(x, p.q, x);       // small (erf(-0) = -0 here)
   if (xsimd::any(p.mid)) r = xsimd::select(p.mid, xsimd::copysign(B(cut) + p.q, x), r);
