@@ -75,9 +75,10 @@ B each_lane(const B& x, F f) {
 
 } // namespace kiln::detail
 
-// A math op's simd(), inlined wherever a pass calls it: in a small translation unit g++'s
-// unit-growth limit left xsimd's f32 erf a call per batch in a loop of a dozen ops
-// (Black-Scholes 9% slower once the device runtime moved to its own unit).
+// erf's and erfc's simd(), inlined wherever a pass calls them: in a small translation unit
+// g++'s unit-growth limit left xsimd's f32 erf a call per batch in a loop of a dozen ops
+// (Black-Scholes 9% slower once the device runtime moved to its own unit). Not for every
+// math op: forcing exp, log and sin inline made bench/elementwise.cpp's heavy 3% slower.
 #define KILN_SIMD_INLINE [[gnu::always_inline]] static
 // kiln's own f64 erf and erfc (erf_f64.hpp): xsimd's kernels inlined into them whatever the
 // translation unit's size (the same limit made the f64 Black-Scholes price of

@@ -142,7 +142,7 @@ B simd_sigmoid(const B& x) {
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \
     template <class B>                                                                             \
-    KILN_SIMD_INLINE B simd(const B& x) {                                                          \
+    static B simd(const B& x) {                                                                    \
       return simd_expr;                                                                            \
     }                                                                                              \
     /* d f(x) = f'(x) dx, with f' written in x (D: autodiff's toolkit) */                          \
@@ -262,7 +262,7 @@ struct erfc : op_base {
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \
     template <class B>                                                                             \
-    KILN_SIMD_INLINE B simd(const B& x, const B& y) {                                              \
+    static B simd(const B& x, const B& y) {                                                        \
       return simd_expr;                                                                            \
     }                                                                                              \
     struct derivative {                                                                            \
@@ -340,7 +340,7 @@ struct pow : op_base {
     template <class T>                                                                             \
     static constexpr bool simd_for = detail::is_simd_float<T>;                                     \
     template <class B>                                                                             \
-    KILN_SIMD_INLINE B simd(const B& x) {                                                          \
+    static B simd(const B& x) {                                                                    \
       return simd_expr;                                                                            \
     }                                                                                              \
     using derivative = zero_gradient; /* piecewise constant */                                     \
