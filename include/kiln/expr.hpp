@@ -7,7 +7,6 @@
 #include "kiln/dtype.hpp"
 #include "kiln/shape.hpp"
 
-#include <boost/hana/fold_left.hpp>
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/unpack.hpp>
