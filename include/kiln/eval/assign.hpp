@@ -1,19 +1,13 @@
 #pragma once
-// The host evaluator: every way of assigning expressions to tensors goes through run_pass,
-// one fused loop over the outputs' shape with no temporaries. The dispatch, in one place:
+// The planner and the host evaluator's entry: every way of assigning expressions to tensors
+// goes through here. The dispatch, in one place:
 //   1. reductions inside the expression are computed first (materialize);
 //   2. an output that overlaps an input through a different layout goes through a
 //      temporary (same layout is safe: each element is read before it is written);
-//   3. the operands' layouts are merged into the fewest dims (contiguous runs collapse),
-//      so a contiguous expression is one linear loop;
-//   4. the inner loop runs xsimd batches when every type in the tree shares one lane
-//      width (lane_bytes), else scalar host() calls; strided and broadcast leaves
-//      load per their inner stride;
-//   5. large passes are split over the persistent thread pool.
-#include "kiln/eval/memo.hpp"
-#include "kiln/eval/readers.hpp"
-#include "kiln/eval/stream.hpp"
-#include "kiln/eval/thread_pool.hpp"
+//   3. outputs of one shape on the host run as one pass: the pass type's kernel
+//      (kernel.hpp) over the flat list of its leaves, by the host pass (host_pass.hpp),
+//      whose code is compiled once per program; on a device, device_pass.hpp.
+#include "kiln/eval/host_pass.hpp"
 
 #include <array>
 #include <cstdint>
@@ -86,30 +80,6 @@ template <class E>
 inline constexpr bool is_materialized =
     std::is_same_v<std::remove_cvref_t<decltype(materialize(std::declval<const E&>()))>, E>;
 
-template <element D>
-struct leaf_writer : row_cursor<D> {
-  using row_cursor<D>::row;
-  using row_cursor<D>::inner;
-  template <class V>
-  void store(std::int64_t j, V v) const noexcept {
-    row[j * inner] = convert<D>(v);
-  }
-  template <bool Unit, bool Stream, class V>
-  void store_batch(std::int64_t j, const batch<V>& b) const noexcept {
-    const batch<D> d = batch_convert<D>(b);
-    if constexpr (Stream) {
-      stream_store(row + j, d);
-    } else if (Unit || inner == 1) {
-      d.store_unaligned(row + j);
-    } else {
-      alignas(64) D tmp[batch<D>::size];
-      d.store_aligned(tmp);
-      for (std::size_t k = 0; k < batch<D>::size; ++k)
-        row[(j + std::int64_t(k)) * inner] = tmp[k];
-    }
-  }
-};
-
 // One output of a pass: where it goes and the expression that fills it.
 template <element D, class E>
 struct pass_output {
@@ -119,278 +89,27 @@ struct pass_output {
   const E* expr;
 };
 
-// The merged iteration space of a pass: extents and, per operand (outputs first, then
-// every tensor leaf in for_each_leaf order), its strides.
-struct iteration_space {
-  kiln::shape extents;
-  std::vector<std::array<std::int64_t, max_rank>> strides;
-
-  // An operand of an output this run leaves alone: strides 0, which merge with anything.
-  void add_idle() { strides.push_back({}); }
-  // Strides of l broadcast to `target` (which l must broadcast to).
-  void add(const layout& l, const kiln::shape& target) {
-    const layout b = views::broadcast_to(l, target, "assign");
-    std::array<std::int64_t, max_rank> s{};
-    std::copy(b.strides.begin(), b.strides.end(), s.begin());
-    strides.push_back(s);
-  }
-  // Drop extent-1 dims and join neighbours that every operand walks contiguously.
-  void merge(const kiln::shape& full) {
-    const std::size_t n = strides.size();
-    kiln::shape ext;
-    std::vector<std::array<std::int64_t, max_rank>> out(n);
-    for (int d = 0; d < full.size(); ++d) {
-      if (full[d] == 1) continue;
-      const int k = ext.size();
-      ext.push_back(full[d]);
-      for (std::size_t o = 0; o < n; ++o)
-        out[o][k] = strides[o][d];
-      bool join = k > 0;
-      for (std::size_t o = 0; o < n && join; ++o)
-        join = out[o][k - 1] == out[o][k] * full[d];
-      if (join) { // dim k continues dim k-1 in every operand: fold it in
-        ext[k - 1] *= full[d];
-        for (std::size_t o = 0; o < n; ++o)
-          out[o][k - 1] = out[o][k];
-        ext.resize(k);
-      }
-    }
-    if (ext.empty()) {
-      ext.push_back(1);
-      for (auto& st : out)
-        st[0] = 0;
-    }
-    extents = ext;
-    strides = std::move(out);
-  }
-};
-
-template <class... Outs>
-class pass {
-public:
-  static constexpr std::size_t n_outs = sizeof...(Outs);
-  using mask = std::array<bool, n_outs>;
-
-  explicit pass(Outs... outs) : outs_(std::move(outs)...) {}
-
-  void run() {
-    mask all;
-    all.fill(true);
-    run(all);
-  }
-  // Fills the outputs marked in `active` (which share a shape) and leaves the others: one
-  // instantiation serves every group of outputs of one shape (run_outputs).
-  void run(const mask& active) {
-    const kiln::shape shape = active_shape(active);
-    const std::int64_t total = numel(shape);
-    if (total == 0) return;
-    iteration_space space;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((active[I] ? space.add(std::get<I>(outs_).dst.layout(), shape) : space.add_idle()), ...);
-      (for_each_leaf(*std::get<I>(outs_).expr,
-                     [&](const auto& t) {
-                       if (active[I])
-                         space.add(t.layout(), shape);
-                       else
-                         space.add_idle();
-                     }),
-       ...);
-    }
-    (std::index_sequence_for<Outs...>{});
-    space.merge(shape);
-    const int rank = space.extents.size();
-    const std::int64_t inner = space.extents[rank - 1];
-
-    // Writers and reader trees, built once and copied into each task.
-    std::size_t next_operand = 0;
-    auto next = [&]() { return space.strides[next_operand++].data(); };
-    // Braced lists: left to right (make_tuple's arguments have no order, and each writer
-    // and reader takes the next operand's strides).
-    auto writers = std::apply(
-        [&](const auto&... o) { return std::tuple{make_writer(o.dst, next)...}; }, outs_);
-    using roots = type_list<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>...>;
-    auto readers = std::apply(
-        [&](const auto&... o) { return std::tuple{make_memo_reader<roots>(*o.expr, next)...}; },
-        outs_);
-    std::apply([&](auto&... w) { ((w.inner = w.st[rank - 1]), ...); }, writers);
-    std::apply([&](auto&... r) { (set_inner(r, rank - 1), ...); }, readers);
-    // Shared subexpressions: equal memo readers share a slot (memo.hpp).
-    int memo_slots = 0;
-    {
-      std::vector<memo_seen> seen;
-      std::apply([&](auto&... r) { (index_memos(r, seen, memo_slots), ...); }, readers);
-      std::vector<int> users(memo_slots);
-      std::apply([&](auto&... r) { (count_memo_users(r, users, false), ...); }, readers);
-      std::apply([&](auto&... r) { (count_memo_users(r, users, true), ...); }, readers);
-    }
-
-    // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
-    constexpr int cost =
-        (node_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...);
-    // (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
-    const std::int64_t grain = std::max<std::int64_t>(16384, (1 << 19) / cost);
-    const int threads = num_threads();
-    // A few tasks per thread, taken dynamically, so a thread slowed by anything else on
-    // its core does not leave the others idle at the end.
-    const int tasks = threads == 1 ? 1
-                                   : static_cast<int>(std::min<std::int64_t>(
-                                         std::int64_t{threads} * 8, (total + grain - 1) / grain));
-    // The common case, every operand contiguous along the inner dim, gets a loop with no
-    // per-batch stride test.
-    bool unit = true;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      unit = ((!active[I] || (std::get<I>(writers).inner == 1 && all_unit(std::get<I>(readers)))) &&
-              ...);
-    }
-    (std::index_sequence_for<Outs...>{});
-    // A pass too large for the last-level cache writes with streaming stores (stream.hpp).
-    bool stream = false;
-    if constexpr (all_lanes() != 0 &&
-                  (math_count<std::remove_cvref_t<decltype(*std::declval<Outs>().expr)>> + ...) ==
-                      0) {
-      if (unit) {
-        std::int64_t bytes = 0;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-          (
-              [&](const auto& o) {
-                if (!active[I]) return;
-                bytes += o.dst.size() * std::int64_t(sizeof(*o.dst.data()));
-                for_each_leaf(*o.expr, [&](const auto& t) {
-                  bytes += t.size() * std::int64_t(sizeof(*t.data()));
-                });
-              }(std::get<I>(outs_)),
-              ...);
-        }
-        (std::index_sequence_for<Outs...>{});
-        stream = bytes >= stream_threshold();
-      }
-    }
-    auto body = [&](int t) {
-      auto w = writers;
-      auto r = readers;
-      std::vector<memo_slot> slots(memo_slots);
-      std::apply([&](auto&... x) { (bind_memos(x, slots.data()), ...); }, r);
-      constexpr std::int64_t align = 64;
-      std::int64_t lo = total * t / tasks / align * align,
-                   hi = total * (t + 1) / tasks / align * align;
-      if (t == tasks - 1) hi = total;
-      if (stream) {
-        run_range<true, true>(w, r, active, space.extents, lo, hi, inner);
-        stream_fence();
-      } else if (unit) {
-        run_range<true, false>(w, r, active, space.extents, lo, hi, inner);
-      } else {
-        run_range<false, false>(w, r, active, space.extents, lo, hi, inner);
-      }
-    };
-    if (tasks <= 1)
-      body(0);
-    else
-      thread_pool::instance().parallel_for(tasks, body);
-  }
-
-private:
-  template <element D, class Next>
-  static leaf_writer<D> make_writer(const tensor<D>& t, Next& next) {
-    leaf_writer<D> w;
-    w.start(t.data(), next());
-    return w;
-  }
-
-  static constexpr std::size_t all_lanes() {
-    constexpr std::size_t bytes[] = {lane_bytes<decltype(*std::declval<Outs>().expr)>...};
-    for (std::size_t b : bytes)
-      if (b == 0 || b != bytes[0]) return 0;
-    return bytes[0];
-  }
-
-  // The shape of the first output the run fills.
-  kiln::shape active_shape(const mask& active) const {
-    kiln::shape s;
-    bool found = false;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((!found && active[I] ? (s = std::get<I>(outs_).dst.shape(), found = true) : false), ...);
-    }
-    (std::index_sequence_for<Outs...>{});
-    return s;
-  }
-
-  template <bool Unit, bool Stream, class W, class R>
-  static void run_range(W& w, R& r, const mask& active, const kiln::shape& ext, std::int64_t lo,
-                        std::int64_t hi, std::int64_t inner) {
-    const int outer = ext.size() - 1;
-    std::int64_t idx[max_rank] = {};
-    std::int64_t row = lo / inner, j = lo % inner;
-    for (int d = outer - 1; d >= 0; --d) {
-      idx[d] = row % ext[d];
-      row /= ext[d];
-    }
-    for (std::int64_t e = lo; e < hi;) {
-      std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, w);
-      std::apply([&](auto&... x) { (x.set_row(idx, outer), ...); }, r);
-      const std::int64_t jend = std::min(inner, j + (hi - e));
-      segment<Unit, Stream>(w, r, active, j, jend, std::index_sequence_for<Outs...>{});
-      e += jend - j;
-      j = 0;
-      for (int d = outer - 1; d >= 0; --d) {
-        if (++idx[d] < ext[d]) break;
-        idx[d] = 0;
-      }
-    }
-  }
-
-  // Whether output I is filled: always in a one-output pass (no test in its loop).
-  template <std::size_t I>
-  static bool on(const mask& active) {
-    if constexpr (n_outs == 1)
-      return true;
-    else
-      return active[I];
-  }
-
-  template <bool Unit, bool Stream, class W, class R, std::size_t... I>
-  static void segment(W& w, R& r, const mask& active, std::int64_t j, std::int64_t jend,
-                      std::index_sequence<I...>) {
-    constexpr std::size_t lb = all_lanes();
-    if constexpr (lb != 0 && (simd_dst<I>() && ...)) {
-      constexpr std::int64_t n =
-          static_cast<std::int64_t>(batch<typename std::tuple_element_t<0, R>::value_type>::size);
-      for (; j + n <= jend; j += n) {
-        // All values of a position are computed before any is stored, so an output
-        // that is also an input (same layout) is read before it is overwritten.
-        const auto vals =
-            std::make_tuple((on<I>(active) ? std::get<I>(r).template load<Unit>(j)
-                                           : decltype(std::get<I>(r).template load<Unit>(j))())...);
-        ((on<I>(active) ? std::get<I>(w).template store_batch<Unit, Stream>(j, std::get<I>(vals))
-                        : void()),
-         ...);
-      }
-      // The tail goes through the same SIMD arithmetic, one element per batch, so an
-      // element's value does not depend on where a thread's range happened to end.
-      for (; j < jend; ++j) {
-        const auto vals =
-            std::make_tuple((on<I>(active) ? first_lane(std::get<I>(r).splat(j))
-                                           : decltype(first_lane(std::get<I>(r).splat(j)))())...);
-        ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
-      }
-    } else { // where batches run they do the tail too: no third copy of a large tree to compile
-      for (; j < jend; ++j) {
-        const auto vals = std::make_tuple(
-            (on<I>(active) ? std::get<I>(r).at(j) : decltype(std::get<I>(r).at(j))())...);
-        ((on<I>(active) ? std::get<I>(w).store(j, std::get<I>(vals)) : void()), ...);
-      }
-    }
-  }
-
-  template <std::size_t I>
-  static constexpr bool simd_dst() {
-    using O = std::tuple_element_t<I, std::tuple<Outs...>>;
-    using D = std::remove_cvref_t<decltype(std::declval<O>().dst.data()[0])>;
-    return simd_element<D> && sizeof(D) == all_lanes();
-  }
-
-  std::tuple<Outs...> outs_;
-};
+// Runs outputs of one shape on the host, those marked in `active` (the others are left
+// alone): the pass type's kernel and the flat lists of its leaves, handed to the host pass.
+template <class... O>
+void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
+  using kernel = host_kernel<type_list<typename O::dst_type...>, type_list<typename O::expr_type...>>;
+  constexpr int n_leaves = kernel::leaf_start.back(), n_scalars = kernel::scalar_start.back();
+  std::array<flat_leaf, n_leaves ? n_leaves : 1> leaves;
+  std::array<flat_scalar, n_scalars ? n_scalars : 1> scalars;
+  flat_leaf* l = leaves.data();
+  flat_scalar* s = scalars.data();
+  (flatten(*outs.expr, l, s), ...);
+  std::size_t i = 0, first = sizeof...(O);
+  const std::array<host_output, sizeof...(O)> targets{
+      host_output{outs.dst.data(), &outs.dst.layout(), dtype_of<typename O::dst_type>(),
+                  active[i++]}...};
+  for (std::size_t k = sizeof...(O); k-- > 0;)
+    if (active[k]) first = k;
+  const kiln::shape* shapes[] = {&outs.dst.shape()...};
+  run_host_pass(kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
+                {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+}
 
 template <element D, class E>
 void check_target(const tensor<D>& dst, const E& e, const char* op) {
@@ -458,10 +177,13 @@ bool overlaps_differently(const tensor<D>& dst, const E& e) {
 // Runs outputs that share a shape and need no temporaries, where they live.
 template <class... O>
 void execute(const O&... outs) {
-  if (std::get<0>(std::forward_as_tuple(outs...)).dst.device().is_host())
-    pass(outs...).run();
-  else
+  if (std::get<0>(std::forward_as_tuple(outs...)).dst.device().is_host()) {
+    std::array<bool, sizeof...(O)> all;
+    all.fill(true);
+    host_run(all, outs...);
+  } else {
     device_run(outs...);
+  }
 }
 
 template <element D, class E>
@@ -521,15 +243,15 @@ bool groups_interfere(const Tup& outs, std::index_sequence<I...>) {
   return hit;
 }
 
-template <class P, std::size_t N>
-void run_by_shape(P& p, const std::array<kiln::shape, N>& shapes) {
+template <class Run, std::size_t N>
+void run_by_shape(const Run& run, const std::array<kiln::shape, N>& shapes) {
   std::array<bool, N> done{};
   for (std::size_t first = 0; first < N; ++first) {
     if (done[first]) continue;
     std::array<bool, N> group{};
     for (std::size_t i = first; i < N; ++i)
       if (!done[i] && shapes[i] == shapes[first]) group[i] = done[i] = true;
-    p.run(group);
+    run(group);
   }
 }
 
@@ -603,8 +325,8 @@ void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
   if (((std::get<I>(outs).dst.shape() == s) && ...)) {
     execute(std::get<I>(outs)...);
   } else if (std::get<0>(outs).dst.device().is_host()) {
-    pass p(std::get<I>(outs)...);
-    run_by_shape(p, std::array<kiln::shape, sizeof...(I)>{std::get<I>(outs).dst.shape()...});
+    run_by_shape([&](const auto& group) { host_run(group, std::get<I>(outs)...); },
+                 std::array<kiln::shape, sizeof...(I)>{std::get<I>(outs).dst.shape()...});
   } else {
     if constexpr (sizeof...(I) > 1) device_split(outs, seq);
   }

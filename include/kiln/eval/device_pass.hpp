@@ -4,6 +4,7 @@
 // buffer), merges the layouts into the fewest dims (rank 1 with unit strides is a linear
 // kernel), finds or makes the lowering for this specialization, and hands the erased pass
 // to the device's executor. Everything after lowering runs in the executor, compiled once.
+#include "kiln/eval/iteration_space.hpp"
 #include "kiln/executor.hpp"
 #include "kiln/ir/lower.hpp"
 

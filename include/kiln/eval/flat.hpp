@@ -1,0 +1,89 @@
+#pragma once
+// An expression's leaves in a flat list, in depth-first order: the run-time half of a pass.
+// The tree's type (kernel.hpp) says what to compute; its leaves (tensors: memory, layout,
+// dtype) and scalars (bits) say what to compute it on. The planner and the host pass read
+// only this list, so their code exists once per program, not once per expression type.
+#include "kiln/expr.hpp"
+#include "kiln/tensor.hpp"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+namespace kiln::detail {
+
+// A tree of tensors, scalars and op nodes only: what a pass computes once the reductions
+// inside an expression have been materialized.
+template <class E>
+inline constexpr bool plain_tree = false;
+template <class T>
+inline constexpr bool plain_tree<tensor<T>> = true;
+template <class T>
+inline constexpr bool plain_tree<scalar_expr<T>> = true;
+template <class Op, class... C>
+inline constexpr bool plain_tree<expr_node<Op, C...>> = (plain_tree<C> && ...);
+
+template <class E>
+inline constexpr int leaf_count = 0;
+template <class T>
+inline constexpr int leaf_count<tensor<T>> = 1;
+template <class Op, class... C>
+inline constexpr int leaf_count<expr_node<Op, C...>> = (0 + ... + leaf_count<C>);
+
+template <class E>
+inline constexpr int scalar_count = 0;
+template <class T>
+inline constexpr int scalar_count<scalar_expr<T>> = 1;
+template <class Op, class... C>
+inline constexpr int scalar_count<expr_node<Op, C...>> = (0 + ... + scalar_count<C>);
+
+// A tensor leaf: its memory, its layout (the leaf's own, before broadcasting), its dtype.
+struct flat_leaf {
+  const kiln::storage* storage;
+  const kiln::layout* layout;
+  dtype type;
+};
+
+// A scalar leaf's value, bit for bit in the low bytes (the kernel knows its type).
+struct flat_scalar {
+  std::uint64_t bits = 0;
+};
+
+template <class T>
+flat_scalar scalar_bits_of(const T& v) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t));
+  flat_scalar s;
+  std::memcpy(&s.bits, &v, sizeof v);
+  return s;
+}
+
+template <class T>
+void flatten(const tensor<T>& t, flat_leaf*& leaves, flat_scalar*&) {
+  *leaves++ = {t.storage().get(), &t.layout(), dtype_of<T>()};
+}
+template <class T>
+void flatten(const scalar_expr<T>& s, flat_leaf*&, flat_scalar*& scalars) {
+  *scalars++ = scalar_bits_of(s.value);
+}
+template <class Op, class... C>
+void flatten(const expr_node<Op, C...>& n, flat_leaf*& leaves, flat_scalar*& scalars) {
+  hana::for_each(n.children, [&](const auto& c) { flatten(c, leaves, scalars); });
+}
+
+// The flat form of one expression; it points into the expression, which must outlive it.
+template <class E>
+struct flat_expr {
+  static_assert(plain_tree<E>, "kiln: a pass computes trees of tensors, scalars and ops");
+  // (One element at least: a zero-length array member is not standard.)
+  std::array<flat_leaf, leaf_count<E> ? leaf_count<E> : 1> leaves;
+  std::array<flat_scalar, scalar_count<E> ? scalar_count<E> : 1> scalars;
+  explicit flat_expr(const E& e) {
+    flat_leaf* l = leaves.data();
+    flat_scalar* s = scalars.data();
+    flatten(e, l, s);
+  }
+  std::span<const flat_leaf> leaf_span() const { return {leaves.data(), leaf_count<E>}; }
+  std::span<const flat_scalar> scalar_span() const { return {scalars.data(), scalar_count<E>}; }
+};
+
+} // namespace kiln::detail

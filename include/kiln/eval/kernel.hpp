@@ -1,0 +1,385 @@
+#pragma once
+// The host evaluator's compiled part: one function per tuple of output types and expression
+// types, the fused loop over a run of n contiguous elements. Everything else about a pass
+// (its layouts, strides, threads, chunks, packing of strided operands, which shared
+// subtrees share a slot) is decided by host_pass.hpp, compiled once per program, and handed
+// to the kernel as pointers: leaf k's values for this run at in[k], output i's at out[i].
+//
+// A node's operands are found by position: its leaves, scalars and memo sites are
+// consecutive in depth-first order, so a node reads them from its context advanced by
+// compile-time offsets, and the same code serves a subtree type wherever it occurs.
+#include "kiln/eval/flat.hpp"
+#include "kiln/eval/memo.hpp"
+#include "kiln/eval/readers.hpp"
+#include "kiln/eval/stream.hpp"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <tuple>
+
+namespace kiln::detail {
+
+// A node's view of a run: its first leaf's values, its first scalar, its first memo site's
+// slot (null where no other site shares it: computing it again costs less than the slot).
+struct node_ctx {
+  const void* const* in;
+  const flat_scalar* sc;
+  memo_slot* const* slots;
+};
+
+// Memo sites (memoized subtrees, memo.hpp) in a tree, once per occurrence.
+template <class E, class Roots>
+inline constexpr int memo_count = 0;
+template <class Op, class... C, class Roots>
+inline constexpr int memo_count<expr_node<Op, C...>, Roots> =
+    int(memoized<expr_node<Op, C...>, Roots>) + (0 + ... + memo_count<C, Roots>);
+
+// Prefix sums of a per-operand count: element I is the sum over operands before I.
+template <int... N>
+constexpr std::array<int, sizeof...(N) + 1> prefix_sums() {
+  std::array<int, sizeof...(N) + 1> a{};
+  const int n[] = {N..., 0};
+  for (std::size_t i = 0; i < sizeof...(N); ++i)
+    a[i + 1] = a[i] + n[i];
+  return a;
+}
+
+template <class E, class Roots>
+struct eval_node;
+
+template <class T, class Roots>
+struct eval_node<tensor<T>, Roots> {
+  using value_type = T;
+  KILN_READER_INLINE static T at(node_ctx c, std::int64_t j) noexcept {
+    return static_cast<const T*>(c.in[0])[j];
+  }
+  KILN_READER_INLINE static batch<T> load(node_ctx c, std::int64_t j) noexcept {
+    const T* p = static_cast<const T*>(c.in[0]) + j;
+    // Ask for the line 4 KiB ahead: a pass that computes much per element (exp, log,
+    // sin...) reads too slowly for the hardware prefetchers of the machine this was
+    // measured on to run ahead, and waited on memory ~25% of its time at 2^24 elements
+    // (bench/RESULTS.md). The address is formed as an integer: it may lie past the end.
+    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + 4096));
+    return batch<T>::load_unaligned(p);
+  }
+};
+
+template <class T, class Roots>
+struct eval_node<scalar_expr<T>, Roots> {
+  using value_type = T;
+  KILN_READER_INLINE static T at(node_ctx c, std::int64_t) noexcept {
+    T v;
+    std::memcpy(static_cast<void*>(&v), &c.sc[0].bits, sizeof v);
+    return v;
+  }
+  KILN_READER_INLINE static batch<T> load(node_ctx c, std::int64_t j) noexcept {
+    return batch<T>(at(c, j));
+  }
+};
+
+template <class Op, class... C, class Roots>
+struct eval_node<expr_node<Op, C...>, Roots> {
+  using node = expr_node<Op, C...>;
+  using value_type = typename node::value_type;
+  static constexpr bool memo = memoized<node, Roots>;
+
+  KILN_READER_INLINE static value_type at(node_ctx c, std::int64_t j) noexcept {
+    if constexpr (memo) {
+      static_assert(sizeof(value_type) <= sizeof(memo_slot::scalar));
+      if (const memo_slot* s = c.slots[0]; s && s->scalar_key == j) {
+        value_type v;
+        std::memcpy(static_cast<void*>(&v), s->scalar, sizeof v);
+        return v;
+      }
+      return memo_at(c, j);
+    } else {
+      return compute_at(c, j);
+    }
+  }
+  KILN_READER_INLINE static batch<value_type> load(node_ctx c, std::int64_t j) noexcept {
+    if constexpr (memo) {
+      static_assert(sizeof(batch<value_type>) <= sizeof(memo_slot::bytes));
+      if (const memo_slot* s = c.slots[0]; s && s->key == j) {
+        batch<value_type> v;
+        std::memcpy(static_cast<void*>(&v), s->bytes, sizeof v);
+        return v;
+      }
+      return memo_load(c, j);
+    } else {
+      return compute_load(c, j);
+    }
+  }
+
+private:
+  static constexpr auto leaf_at = prefix_sums<leaf_count<C>...>();
+  static constexpr auto scalar_at = prefix_sums<scalar_count<C>...>();
+  static constexpr auto site_at = prefix_sums<memo_count<C, Roots>...>();
+
+  template <std::size_t I>
+  KILN_READER_INLINE static node_ctx child(node_ctx c) noexcept {
+    return {c.in + leaf_at[I], c.sc + scalar_at[I], c.slots + int(memo) + site_at[I]};
+  }
+  template <std::size_t I>
+  using child_t = eval_node<std::tuple_element_t<I, std::tuple<C...>>, Roots>;
+  template <std::size_t I>
+  using operand_t = typename Op::rule::template operand<I, value_t<C>...>;
+
+  // A memo site's code, once per subtree type however often the type occurs (the nodes
+  // below inline into it, down to the next memo sites). Left to itself, the compiler stops
+  // inlining in a large tree (a gradient's) and every node becomes a call that passes its
+  // batch through memory: measured, the calls cost more than the arithmetic.
+  [[gnu::noinline]] static batch<value_type> memo_load(node_ctx c, std::int64_t j) noexcept {
+    const batch<value_type> v = compute_load(c, j);
+    if (memo_slot* s = c.slots[0]) {
+      std::memcpy(s->bytes, static_cast<const void*>(&v), sizeof v);
+      s->key = j;
+    }
+    return v;
+  }
+  [[gnu::noinline]] static value_type memo_at(node_ctx c, std::int64_t j) noexcept {
+    const value_type v = compute_at(c, j);
+    if (memo_slot* s = c.slots[0]) {
+      std::memcpy(s->scalar, static_cast<const void*>(&v), sizeof v);
+      s->scalar_key = j;
+    }
+    return v;
+  }
+
+  KILN_READER_INLINE static value_type compute_at(node_ctx c, std::int64_t j) noexcept {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // A gate (autodiff's: operand 0 where operand 1 is non-zero, else 0) reads operand 0
+      // only where it is needed.
+      if constexpr (short_circuits<Op>) {
+        const auto m = convert<compute_t<operand_t<1>>>(child_t<1>::at(child<1>(c), j));
+        if (m == decltype(m)(0)) return value_type(0);
+        return convert<value_type>(
+            Op::host(convert<compute_t<operand_t<0>>>(child_t<0>::at(child<0>(c), j)), m));
+      } else {
+        return convert<value_type>(
+            Op::host(convert<compute_t<operand_t<I>>>(child_t<I>::at(child<I>(c), j))...));
+      }
+    }(std::index_sequence_for<C...>{});
+  }
+  KILN_READER_INLINE static batch<value_type> compute_load(node_ctx c, std::int64_t j) noexcept {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      if constexpr (short_circuits<Op>) { // a batch whose mask is all zero costs the mask
+        const auto m = batch_convert<operand_t<1>>(child_t<1>::load(child<1>(c), j));
+        if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
+        return batch_convert<value_type>(
+            Op::simd(batch_convert<operand_t<0>>(child_t<0>::load(child<0>(c), j)), m));
+      } else {
+        return batch_convert<value_type>(
+            Op::simd(batch_convert<operand_t<I>>(child_t<I>::load(child<I>(c), j))...));
+      }
+    }(std::index_sequence_for<C...>{});
+  }
+};
+
+// A memo site as the host pass sees it: the subtree's type (one address per type), which
+// output's tree it is in, and its leaves and scalars (ranges of the pass's flat lists).
+// Two sites share a slot when their types, leaves (memory and strides) and scalars (bits)
+// are the same.
+struct memo_site {
+  const void* type;
+  int output;
+  int leaf, leaves;
+  int scalar, scalars;
+};
+
+template <class E>
+inline constexpr char subtree_tag = 0;
+
+template <class E, class Roots>
+constexpr void collect_memo_sites(memo_site* out, int& i, int output, int leaf, int scalar) {
+  if constexpr (memo_count<E, Roots> != 0) {
+    [&]<class Op, class... C>(std::type_identity<expr_node<Op, C...>>) {
+      if constexpr (memoized<E, Roots>)
+        out[i++] = {&subtree_tag<E>, output, leaf, leaf_count<E>, scalar, scalar_count<E>};
+      constexpr auto la = prefix_sums<leaf_count<C>...>();
+      constexpr auto sa = prefix_sums<scalar_count<C>...>();
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (collect_memo_sites<C, Roots>(out, i, output, leaf + la[I], scalar + sa[I]), ...);
+      }(std::index_sequence_for<C...>{});
+    }(std::type_identity<E>{});
+  }
+}
+
+// What the host pass hands a kernel for one run of n elements.
+struct kernel_args {
+  const void* const* in;    // per leaf: its n values, contiguous
+  const flat_scalar* scalars;
+  memo_slot* const* slots;  // per memo site: its slot, or null
+  void* const* out;         // per output: where its n values go, or null (not this run)
+  std::int64_t n;
+  bool stream;              // streaming stores (every output is the destination itself)
+};
+
+// A pass type's kernel and what the host pass must know about it.
+struct host_kernel_ref {
+  void (*run)(const kernel_args&);
+  int lanes; // elements per batch; 1 for the scalar loop
+  int cost;  // nodes per element, for the thread grain
+  bool may_stream;
+  std::span<const int> leaf_start;   // per output, and one past the last
+  std::span<const int> scalar_start; // likewise
+  std::span<const memo_site> memos;
+};
+
+template <class Dsts, class Exprs>
+struct host_kernel;
+
+template <class... D, class... E>
+struct host_kernel<type_list<D...>, type_list<E...>> {
+  using roots = type_list<E...>;
+  static constexpr std::size_t n_out = sizeof...(E);
+
+  // The batch width every type in every tree and every output shares, else 0 (the scalar
+  // loop): computed on sizes, so no xsimd batch of an unsupported type is ever named.
+  static constexpr std::size_t lane_width() {
+    constexpr std::size_t bytes[] = {lane_bytes<E>...};
+    constexpr bool dst_ok[] = {(simd_element<D> && sizeof(D) == lane_bytes<E>)...};
+    for (std::size_t i = 0; i < n_out; ++i)
+      if (bytes[i] == 0 || bytes[i] != bytes[0] || !dst_ok[i]) return 0;
+    return bytes[0];
+  }
+  static constexpr bool simd = lane_width() != 0;
+  using first_dst = std::tuple_element_t<0, std::tuple<D...>>;
+  static constexpr int lanes() {
+    if constexpr (simd)
+      return int(batch<first_dst>::size);
+    else
+      return 1;
+  }
+
+  static constexpr std::array<int, n_out + 1> leaf_start = prefix_sums<leaf_count<E>...>();
+  static constexpr std::array<int, n_out + 1> scalar_start = prefix_sums<scalar_count<E>...>();
+  static constexpr std::array<int, n_out + 1> memo_start =
+      prefix_sums<memo_count<E, roots>...>();
+  static constexpr int n_memos = memo_start[n_out];
+  static constexpr std::array<memo_site, n_memos ? n_memos : 1> memos = [] {
+    std::array<memo_site, n_memos ? n_memos : 1> a{};
+    int i = 0, o = 0;
+    ((collect_memo_sites<E, roots>(a.data(), i, o, leaf_start[o], scalar_start[o]), ++o), ...);
+    return a;
+  }();
+
+  static host_kernel_ref ref() {
+    return {&run,
+            lanes(),
+            (node_count<E> + ...),
+            simd && (math_count<E> + ...) == 0,
+            leaf_start,
+            scalar_start,
+            {memos.data(), std::size_t(n_memos)}};
+  }
+
+  static void run(const kernel_args& a) {
+    for (int m = 0; m < n_memos; ++m)
+      if (memo_slot* s = a.slots[m]) s->key = s->scalar_key = INT64_MIN;
+    if constexpr (simd) {
+      if (a.stream)
+        simd_loop<true>(a);
+      else
+        simd_loop<false>(a);
+    } else {
+      scalar_loop(a);
+    }
+  }
+
+private:
+  template <std::size_t I>
+  KILN_READER_INLINE static node_ctx root(const void* const* in, const kernel_args& a) noexcept {
+    return {in + leaf_start[I], a.scalars + scalar_start[I], a.slots + memo_start[I]};
+  }
+  // Whether output I is filled by this run: always in a one-output pass (no test).
+  template <std::size_t I>
+  KILN_READER_INLINE static bool on(const kernel_args& a) noexcept {
+    if constexpr (n_out == 1)
+      return true;
+    else
+      return a.out[I] != nullptr;
+  }
+
+  template <bool Stream>
+  static void simd_loop(const kernel_args& a) {
+    constexpr std::int64_t L = lanes();
+    std::int64_t j = 0;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      for (; j + L <= a.n; j += L) {
+        // All values of a position are computed before any is stored, so an output that
+        // is also an input (same layout) is read before it is overwritten.
+        const auto vals = std::make_tuple(
+            (on<I>(a) ? eval_node<E, roots>::load(root<I>(a.in, a), j) : batch<value_t<E>>())...);
+        (store<I, Stream>(a, j, std::get<I>(vals)), ...);
+      }
+    }(std::index_sequence_for<E...>{});
+    if (j < a.n) tail(a, j);
+  }
+
+  template <std::size_t I, bool Stream, class V>
+  KILN_READER_INLINE static void store(const kernel_args& a, std::int64_t j,
+                                       const batch<V>& v) noexcept {
+    using T = std::tuple_element_t<I, std::tuple<D...>>;
+    if (!on<I>(a)) return;
+    T* p = static_cast<T*>(a.out[I]) + j;
+    const batch<T> d = batch_convert<T>(v);
+    if constexpr (Stream)
+      stream_store(p, d);
+    else
+      d.store_unaligned(p);
+  }
+
+  // The last n - j < L elements go through the same batch arithmetic, the batch filled out
+  // with copies of its first element, so an element's value does not depend on where a
+  // run happened to end.
+  [[gnu::noinline]] static void tail(const kernel_args& a, std::int64_t j) {
+    constexpr int L = lanes();
+    constexpr int n_leaves = leaf_start[n_out];
+    const std::int64_t r = a.n - j;
+    alignas(64) unsigned char buf[n_leaves ? n_leaves : 1][64];
+    const void* in[n_leaves ? n_leaves : 1] = {};
+    constexpr std::size_t w = lane_width();
+    for (int k = 0; k < n_leaves; ++k) {
+      if (!a.in[k]) continue; // a leaf of an output this run leaves alone
+      const auto* src = static_cast<const unsigned char*>(a.in[k]) + j * std::int64_t(w);
+      std::memcpy(buf[k], src, std::size_t(r) * w);
+      for (int e = int(r); e < L; ++e)
+        std::memcpy(buf[k] + std::size_t(e) * w, src, w);
+      in[k] = buf[k];
+    }
+    for (int m = 0; m < n_memos; ++m) // positions restart at 0 for this batch
+      if (memo_slot* s = a.slots[m]) s->key = s->scalar_key = INT64_MIN;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const auto vals = std::make_tuple(
+          (on<I>(a) ? eval_node<E, roots>::load(root<I>(in, a), 0) : batch<value_t<E>>())...);
+      (
+          [&] {
+            using T = std::tuple_element_t<I, std::tuple<D...>>;
+            if (!on<I>(a)) return;
+            alignas(64) T tmp[L];
+            batch_convert<T>(std::get<I>(vals)).store_aligned(tmp);
+            std::memcpy(static_cast<T*>(a.out[I]) + j, tmp, std::size_t(r) * sizeof(T));
+          }(),
+          ...);
+    }(std::index_sequence_for<E...>{});
+  }
+
+  static void scalar_loop(const kernel_args& a) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      for (std::int64_t j = 0; j < a.n; ++j) {
+        const auto vals = std::make_tuple(
+            (on<I>(a) ? eval_node<E, roots>::at(root<I>(a.in, a), j) : value_t<E>())...);
+        (
+            [&] {
+              using T = std::tuple_element_t<I, std::tuple<D...>>;
+              if (on<I>(a)) static_cast<T*>(a.out[I])[j] = convert<T>(std::get<I>(vals));
+            }(),
+            ...);
+      }
+    }(std::index_sequence_for<E...>{});
+  }
+};
+
+} // namespace kiln::detail
