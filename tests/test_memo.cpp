@@ -54,39 +54,54 @@ TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
   STATIC_REQUIRE(subtree_hash<decltype(x - 1.0)> != subtree_hash<decltype(x - y)>);
   CHECK_FALSE(
       (kiln::detail::memoized<S, kiln::detail::type_list<S, decltype(kiln::sin(xf * xf))>>));
-  // Every leaf reads with stride 1 from its own data pointer (what the pass would give).
-  std::int64_t st[kiln::max_rank] = {1};
-  auto next = [&] { return static_cast<const std::int64_t*>(st); };
-  auto r = std::tuple{
-      kiln::detail::make_memo_reader<all>(e1, next), kiln::detail::make_memo_reader<all>(e2, next),
-      kiln::detail::make_memo_reader<all>(e3, next), kiln::detail::make_memo_reader<all>(e4, next),
-      kiln::detail::make_memo_reader<all>(e5, next), kiln::detail::make_memo_reader<all>(e6, next)};
-  std::apply([](auto&... m) { (kiln::detail::set_inner(m, 0), ...); }, r);
-  std::vector<kiln::detail::memo_seen> seen;
-  int slots = 0;
-  std::apply([&](auto&... m) { (kiln::detail::index_memos(m, seen, slots), ...); }, r);
-  const auto& [r1, r2, r3, r4, r5, r6] = r;
-  // The sin's memo reader: below the exp, then below sin + c.
-  auto sin_of = [](const auto& m) {
-    return boost::hana::at_c<0>(boost::hana::at_c<0>(m.wrapped.children).children).index;
-  };
-  CHECK(r1.index == r2.index);     // same tensors, same scalar
-  CHECK(sin_of(r1) == sin_of(r2)); // and the sin below
-  CHECK(r3.index != r1.index);     // another tensor
-  CHECK(sin_of(r3) != sin_of(r1));
-  CHECK(r4.index != r1.index);     // another scalar
-  CHECK(sin_of(r4) == sin_of(r1)); // (the scalar is above the sin)
-  CHECK(r5.index != r6.index);     // -0.0 and 0.0: compared bit for bit
+  // The host pass's slot sharing over the six outputs' memo sites: leaves equal when they
+  // are the same memory through the same strides (here: the same tensor), scalars bit for bit.
+  using kernel = kiln::detail::host_kernel<kiln::detail::type_list<double, double, double, double,
+                                                                   double, double>,
+                                           kiln::detail::type_list<E, E, E, E, E, E>>;
+  const auto k = kernel::ref();
+  REQUIRE(k.memos.size() == 12); // per output: the exp, then the sin below it
+  std::array<kiln::detail::flat_leaf, 12> leaves;
+  std::array<kiln::detail::flat_scalar, 6> scalars;
+  auto* l = leaves.data();
+  auto* s = scalars.data();
+  for (const E* e : {&e1, &e2, &e3, &e4, &e5, &e6})
+    kiln::detail::flatten(*e, l, s);
+  std::array<int, 12> rep{};
+  for (int i = 0; i < 12; ++i) { // what the host pass derives from memory and strides
+    rep[i] = i;
+    for (int p = 0; p < i; ++p)
+      if (leaves[p].storage == leaves[i].storage) {
+        rep[i] = p;
+        break;
+      }
+  }
+  const std::array<bool, 6> active{true, true, true, true, true, true};
+  std::array<int, 12> slot{};
+  bool shared[12] = {};
+  const int slots =
+      kiln::detail::index_memo_sites(k.memos, active, rep, scalars, slot.data(), shared);
+  // Site 2i is output i's exp, 2i + 1 its sin.
+  CHECK(slot[0] == slot[2]); // same tensors, same scalar
+  CHECK(slot[1] == slot[3]); // and the sin below
+  CHECK(slot[4] != slot[0]); // another tensor
+  CHECK(slot[5] != slot[1]);
+  CHECK(slot[6] != slot[0]);  // another scalar
+  CHECK(slot[7] == slot[1]);  // (the scalar is above the sin)
+  CHECK(slot[8] != slot[10]); // -0.0 and 0.0: compared bit for bit
   // exp: e1/e2, e3, e4, e5, e6; sin: x * y (all but e3), z * y.
   CHECK(slots == 7);
-  // Only a slot with several readers is kept: the others would cost a store and never hit.
-  std::vector<int> users(slots);
-  std::apply([&](auto&... m) { (kiln::detail::count_memo_users(m, users, false), ...); }, r);
-  std::apply([&](auto&... m) { (kiln::detail::count_memo_users(m, users, true), ...); }, r);
-  CHECK(r1.shared);
-  CHECK(r2.shared);
-  CHECK_FALSE(r3.shared);
-  CHECK_FALSE(r6.shared);
+  // Only a slot with several sites is kept: the others would cost a store and never hit.
+  CHECK(shared[0]);
+  CHECK(shared[2]);
+  CHECK_FALSE(shared[4]);
+  CHECK_FALSE(shared[5]);
+  CHECK_FALSE(shared[10]);
+  // An inactive output's sites get no slot and share nothing.
+  const std::array<bool, 6> first_off{false, true, true, true, true, true};
+  kiln::detail::index_memo_sites(k.memos, first_off, rep, scalars, slot.data(), shared);
+  CHECK(slot[0] == -1);
+  CHECK_FALSE(shared[2]);
 }
 
 TEST_CASE("memo: several outputs sharing subtrees match double loops", "[eval][memo]") {

@@ -120,7 +120,9 @@ inline void run_host_pass(const host_kernel_ref& k, std::span<const host_output>
       owner[l] = int(o);
   }
 
-  thread_local iteration_space space;
+  // A local reference: the tasks on other threads must see this thread's space.
+  thread_local iteration_space this_threads_space;
+  iteration_space& space = this_threads_space;
   space.strides.clear();
   for (std::size_t o = 0; o < no; ++o)
     active[o] ? space.add(*outs[o].layout, shape) : space.add_idle();
