@@ -76,9 +76,6 @@ void check_devices(const E& e, const kiln::device& where, const char* op) {
 template <class... O>
 void device_run(const O&... outs);
 
-template <class E>
-inline constexpr bool is_materialized =
-    std::is_same_v<std::remove_cvref_t<decltype(materialize(std::declval<const E&>()))>, E>;
 
 // One output of a pass: where it goes and the expression that fills it.
 template <element D, class E>
@@ -111,24 +108,10 @@ void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
                 {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
 }
 
-template <element D, class E>
-void check_target(const tensor<D>& dst, const E& e, const char* op) {
-  if (dst.empty()) throw error(op, "the target tensor is empty", "it has no storage");
-  const kiln::shape& s = shape_of(e);
-  kiln::shape b = dst.shape();
-  if (!broadcast_into(b, s) || b != dst.shape())
-    throw error(op, "shapes cannot be broadcast together",
-                "value of shape " + s.str() + " into a tensor of shape " + dst.shape().str());
-  for (int d = 0; d < dst.rank() && dst.size() > 0; ++d) // an empty tensor has no overlap
-    if (dst.strides()[d] == 0 && dst.shape()[d] > 1)
-      throw error(op, "cannot write through a broadcast view",
-                  "target shape " + dst.shape().str() + " has stride 0 on dim " +
-                      std::to_string(d));
-}
-
 // The planner, one for the host and every device: which outputs may be computed in place
-// and which need temporaries. Overlap is decided on memory, not storage objects: on the
-// host on addresses (two handles made by view_of() over one container have separate
+// and which need temporaries. It reads the flat lists of targets and leaves (flat.hpp), so
+// its code exists once per program. Overlap is decided on memory, not storage objects: on
+// the host on addresses (two handles made by view_of() over one container have separate
 // storage objects over the same memory), on a device on the backend's buffer and byte
 // offsets within it.
 
@@ -137,110 +120,95 @@ void check_target(const tensor<D>& dst, const E& e, const char* op) {
 inline const void* memory_of(const storage& s) { return s.on_host() ? s.data() : s.handle(); }
 
 // The bytes [first, second) a layout over t's storage touches, from the memory's start.
-template <class T>
-std::pair<std::uintptr_t, std::uintptr_t> byte_range(const tensor<T>& t, const layout& l) {
+inline std::pair<std::uintptr_t, std::uintptr_t> byte_range(const flat_leaf& t, const layout& l) {
   const auto [lo, hi] = l.extent();
-  const auto base = t.storage()->on_host() ? reinterpret_cast<std::uintptr_t>(t.storage()->data())
-                                           : std::uintptr_t{0};
-  return {base + static_cast<std::uintptr_t>(lo) * sizeof(T),
-          base + static_cast<std::uintptr_t>(hi) * sizeof(T)};
+  const auto base = t.storage->on_host() ? reinterpret_cast<std::uintptr_t>(t.storage->data())
+                                         : std::uintptr_t{0};
+  return {base + static_cast<std::uintptr_t>(lo) * size_of(t.type),
+          base + static_cast<std::uintptr_t>(hi) * size_of(t.type)};
 }
 inline bool intersect(std::pair<std::uintptr_t, std::uintptr_t> a,
                       std::pair<std::uintptr_t, std::uintptr_t> b) {
   return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
 }
 // Whether a (through layout la) and b (through lb) share any byte.
-template <class A, class B>
-bool share_bytes(const tensor<A>& a, const layout& la, const tensor<B>& b, const layout& lb) {
-  if (a.empty() || b.empty() || a.device() != b.device()) return false;
-  if (!a.device().is_host() && memory_of(*a.storage()) != memory_of(*b.storage())) return false;
+inline bool share_bytes(const flat_leaf& a, const layout& la, const flat_leaf& b,
+                        const layout& lb) {
+  if (!a.storage || !b.storage || a.storage->device() != b.storage->device()) return false;
+  if (!a.storage->device().is_host() && memory_of(*a.storage) != memory_of(*b.storage))
+    return false;
   return intersect(byte_range(a, la), byte_range(b, lb));
 }
 
-// Would writing dst while reading e's leaves read an element after it was overwritten?
+// Would writing dst while reading these leaves read an element after it was overwritten?
 // Reading the very elements being written, each at its own position, is safe.
-template <element D, class E>
-bool overlaps_differently(const tensor<D>& dst, const E& e) {
-  bool bad = false;
-  for_each_leaf(e, [&](const auto& t) {
-    using T = typename std::remove_cvref_t<decltype(t)>::value_type;
-    if (bad || t.empty() || t.size() == 0) return;
-    const layout tl = views::broadcast_to(t.layout(), dst.shape(), "assign");
-    if (sizeof(T) == sizeof(D) && memory_of(*t.storage()) == memory_of(*dst.storage()) &&
-        tl == dst.layout())
-      return;
-    bad = share_bytes(dst, dst.layout(), t, tl);
-  });
-  return bad;
-}
-
-// Runs outputs that share a shape and need no temporaries, where they live.
-template <class... O>
-void execute(const O&... outs) {
-  if (std::get<0>(std::forward_as_tuple(outs...)).dst.device().is_host()) {
-    std::array<bool, sizeof...(O)> all;
-    all.fill(true);
-    host_run(all, outs...);
-  } else {
-    device_run(outs...);
+inline bool overlaps_differently(const flat_leaf& dst, std::span<const flat_leaf> leaves) {
+  for (const flat_leaf& t : leaves) {
+    if (t.layout->size() == 0) continue;
+    const layout tl = views::broadcast_to(*t.layout, dst.layout->shape, "assign");
+    if (size_of(t.type) == size_of(dst.type) && memory_of(*t.storage) == memory_of(*dst.storage) &&
+        tl == *dst.layout)
+      continue;
+    if (share_bytes(dst, *dst.layout, t, tl)) return true;
   }
+  return false;
 }
 
-template <element D, class E>
-void assign(const tensor<D>& dst, const E& e) {
-  if (!dst.empty()) check_devices(e, dst.device(), "assign");
-  if constexpr (!is_materialized<E>) {
-    assign(dst, materialize(e));
-  } else {
-    check_target(dst, e, "assign");
-    if (overlaps_differently(dst, e)) {
-      tensor<value_t<E>> tmp(shape_of(e), dst.device());
-      execute(pass_output<value_t<E>, E>{tmp, &e});
-      execute(pass_output<D, tensor<value_t<E>>>{dst, &tmp});
-      return;
+// Whether dst shares any byte with the leaves (through any layout).
+inline bool reads_memory_of(const flat_leaf& dst, std::span<const flat_leaf> leaves) {
+  for (const flat_leaf& t : leaves)
+    if (t.layout->size() > 0 && share_bytes(dst, *dst.layout, t, *t.layout)) return true;
+  return false;
+}
+
+// One output as the planner sees it: the target, the value's shape, the value's leaves.
+struct plan_output {
+  flat_leaf target; // storage null: an empty tensor handle
+  kiln::shape value;
+  std::span<const flat_leaf> leaves;
+};
+
+// Checks the outputs of one kiln::eval (or one assignment): targets with storage, on one
+// device with every leaf, each taking its value's shape. Says whether they may be computed
+// in place: else every output goes through a temporary, so that every value is computed
+// from the inputs as they were (numpy's semantics). With one shape, that is where a target
+// overlaps an input or another target through a different layout; with several (computed
+// in groups, one pass per shape), where a target shares memory with another output's
+// inputs or target, as a later group would read what an earlier one wrote.
+inline bool plan_in_place(std::span<const plan_output> outs, const char* op) {
+  for (const plan_output& o : outs)
+    if (!o.target.storage) throw error(op, "the target tensor is empty", "it has no storage");
+  const kiln::device where = outs[0].target.storage->device();
+  bool one_shape = true;
+  for (const plan_output& o : outs) {
+    const kiln::device& d = o.target.storage->device();
+    if (d != where) throw error(op, "outputs live on different devices", where.str() + " and " + d.str());
+    for (const flat_leaf& l : o.leaves)
+      if (l.storage->device() != where)
+        throw error(op, "operands live on different devices",
+                    "target on " + where.str() + ", an operand on " + l.storage->device().str() +
+                        "; move it with .to(" + where.str() + ")");
+    const kiln::shape& ts = o.target.layout->shape;
+    kiln::shape b = ts;
+    if (!broadcast_into(b, o.value) || b != ts)
+      throw error(op, "shapes cannot be broadcast together",
+                  "value of shape " + o.value.str() + " into a tensor of shape " + ts.str());
+    for (int d = 0; d < ts.size() && numel(ts) > 0; ++d) // an empty tensor has no overlap
+      if (o.target.layout->strides[d] == 0 && ts[d] > 1)
+        throw error(op, "cannot write through a broadcast view",
+                    "target shape " + ts.str() + " has stride 0 on dim " + std::to_string(d));
+    one_shape = one_shape && ts == outs[0].target.layout->shape;
+  }
+  for (const plan_output& o : outs) {
+    if (overlaps_differently(o.target, o.leaves)) return false;
+    for (const plan_output& p : outs) {
+      if (&p == &o) continue;
+      if (share_bytes(o.target, *o.target.layout, p.target, *p.target.layout)) return false;
+      if (one_shape ? overlaps_differently(o.target, p.leaves) : reads_memory_of(o.target, p.leaves))
+        return false;
     }
-    execute(pass_output<D, E>{dst, &e});
   }
-}
-
-template <class O, class Tup, std::size_t... J>
-bool overlaps_any(const O& o, const Tup& outs, std::index_sequence<J...>) {
-  auto targets_overlap = [&](const auto& other) {
-    if (static_cast<const void*>(&o) == static_cast<const void*>(&other)) return false;
-    return share_bytes(o.dst, o.dst.layout(), other.dst, other.dst.layout());
-  };
-  return ((overlaps_differently(o.dst, *std::get<J>(outs).expr) ||
-           targets_overlap(std::get<J>(outs))) ||
-          ...);
-}
-
-// Whether dst shares any byte with e's leaves (through any layout).
-template <element D, class E>
-bool reads_memory_of(const tensor<D>& dst, const E& e) {
-  bool hit = false;
-  for_each_leaf(e, [&](const auto& t) {
-    if (!hit && t.size() > 0) hit = share_bytes(dst, dst.layout(), t, t.layout());
-  });
-  return hit;
-}
-
-// Outputs of several shapes run as one pass per shape (the same instantiated pass, with
-// the others left idle). A later group would read what an earlier one wrote if a target
-// shared memory with another output's inputs or target: then everything goes through
-// temporaries, so every value is computed from the inputs as they were before kiln::eval.
-template <class Tup, std::size_t... I>
-bool groups_interfere(const Tup& outs, std::index_sequence<I...>) {
-  bool hit = false;
-  auto one = [&](const auto& o) {
-    auto other = [&](const auto& p) {
-      if (static_cast<const void*>(&o) == static_cast<const void*>(&p)) return false;
-      return reads_memory_of(o.dst, *p.expr) ||
-             share_bytes(o.dst, o.dst.layout(), p.dst, p.dst.layout());
-    };
-    hit = hit || overlaps_differently(o.dst, *o.expr) || (other(std::get<I>(outs)) || ...);
-  };
-  (one(std::get<I>(outs)), ...);
-  return hit;
+  return true;
 }
 
 template <class Run, std::size_t N>
@@ -256,7 +224,19 @@ void run_by_shape(const Run& run, const std::array<kiln::shape, N>& shapes) {
 }
 
 template <class Tup, std::size_t... I>
-void run_outputs(const Tup& outs, std::index_sequence<I...> seq);
+void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op = "eval");
+
+// Runs outputs that share a shape and need no temporaries, where they live.
+template <class... O>
+void execute(const O&... outs) {
+  if (std::get<0>(std::forward_as_tuple(outs...)).dst.device().is_host()) {
+    std::array<bool, sizeof...(O)> all;
+    all.fill(true);
+    host_run(all, outs...);
+  } else {
+    device_run(outs...);
+  }
+}
 
 // On a GPU device, outputs of several shapes: those that are a copy of a tensor (a
 // reduction's result after materialize, as a rank-0 loss beside its gradients) are set
@@ -338,23 +318,19 @@ void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
 // output's inputs or target (several shapes, computed in groups), every output is computed
 // into a temporary first, then copied.
 template <class Tup, std::size_t... I>
-void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
-  const kiln::shape s = std::get<0>(outs).dst.shape();
-  const kiln::device where = std::get<0>(outs).dst.device();
-  auto check = [&](const auto& o) {
-    if (o.dst.device() != where)
-      throw error("eval", "outputs live on different devices",
-                  where.str() + " and " + o.dst.device().str());
-    check_devices(*o.expr, where, "eval");
-    check_target(o.dst, *o.expr, "eval");
-  };
-  (check(std::get<I>(outs)), ...);
-  const bool one_shape = ((std::get<I>(outs).dst.shape() == s) && ...);
-  if (one_shape ? !(overlaps_any(std::get<I>(outs), outs, seq) || ...)
-                : !groups_interfere(outs, seq)) {
+void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op) {
+  const auto flats =
+      std::make_tuple(flat_expr<typename std::tuple_element_t<I, Tup>::expr_type>(
+          *std::get<I>(outs).expr)...);
+  const std::array<plan_output, sizeof...(I)> plan{plan_output{
+      flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
+                dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()},
+      shape_of(*std::get<I>(outs).expr), std::get<I>(flats).leaf_span()}...};
+  if (plan_in_place(plan, op)) {
     execute_outputs(outs, seq);
     return;
   }
+  const kiln::device where = std::get<0>(outs).dst.device();
   using tmp_tuple =
       std::tuple<tensor<value_t<typename std::tuple_element_t<I, Tup>::expr_type>>...>;
   tmp_tuple tmps{std::tuple_element_t<I, tmp_tuple>(std::get<I>(outs).dst.shape(), where)...};
@@ -367,6 +343,17 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq) {
        pass_output<typename std::tuple_element_t<I, Tup>::dst_type,
                    std::tuple_element_t<I, tmp_tuple>>{std::get<I>(outs).dst, &std::get<I>(tmps)}),
    ...);
+}
+
+template <element D, class E>
+void assign(const tensor<D>& dst, const E& e) {
+  if constexpr (!plain_tree<E>) { // reductions inside run first, on the target's device
+    if (!dst.empty()) check_devices(e, dst.device(), "assign");
+    static_assert(!std::is_same_v<std::remove_cvref_t<decltype(materialize(e))>, E>);
+    assign(dst, materialize(e));
+  } else {
+    run_outputs(std::make_tuple(pass_output<D, E>{dst, &e}), std::index_sequence<0>{}, "assign");
+  }
 }
 
 // Copies what materialize returned (a leaf reference or a new node) into a value.
@@ -405,8 +392,18 @@ namespace detail {
 template <class Ms, std::size_t... I, element... D, class... E>
 void eval_with(const Ms& ms, std::index_sequence<I...> seq, pending_assign<D, E>&... p) {
   const auto outs =
-      std::make_tuple(pass_output<D, std::tuple_element_t<I, Ms>>{p.target(), &std::get<I>(ms)}...);
+      std::make_tuple(pass_output<D, std::remove_cvref_t<std::tuple_element_t<I, Ms>>>{
+          p.target(), &std::get<I>(ms)}...);
   run_outputs(outs, seq);
+}
+
+// A plain tree as it is; anything else with its reductions computed (materialize).
+template <class E>
+decltype(auto) materialized(const E& e) {
+  if constexpr (plain_tree<E>)
+    return (e);
+  else
+    return evaluate_leaf_copy(materialize(e));
 }
 } // namespace detail
 
@@ -417,7 +414,8 @@ template <element... D, class... E>
 void eval(pending_assign<D, E>&&... p) {
   static_assert(sizeof...(D) >= 1, "kiln::eval needs at least one assignment");
   (p.mark_done(), ...);
-  auto ms = std::make_tuple(detail::evaluate_leaf_copy(materialize(p.expr()))...);
+  const std::tuple<decltype(detail::materialized(p.expr()))...> ms(
+      detail::materialized(p.expr())...);
   detail::eval_with(ms, std::index_sequence_for<D...>{}, p...);
 }
 
