@@ -56,9 +56,9 @@ TEST_CASE("memo: equal subtrees share a slot, others do not", "[eval][memo]") {
       (kiln::detail::memoized<S, kiln::detail::type_list<S, decltype(kiln::sin(xf * xf))>>));
   // The host pass's slot sharing over the six outputs' memo sites: leaves equal when they
   // are the same memory through the same strides (here: the same tensor), scalars bit for bit.
-  using kernel = kiln::detail::host_kernel<kiln::detail::type_list<double, double, double, double,
-                                                                   double, double>,
-                                           kiln::detail::type_list<E, E, E, E, E, E>>;
+  using kernel = kiln::detail::host_kernel<
+      kiln::detail::type_list<double, double, double, double, double, double>,
+      kiln::detail::type_list<E, E, E, E, E, E>>;
   const auto k = kernel::ref();
   REQUIRE(k.memos.size() == 12); // per output: the exp, then the sin below it
   std::array<kiln::detail::flat_leaf, 12> leaves;

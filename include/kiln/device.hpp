@@ -3,6 +3,7 @@
 // "metal:N" for GPU backends. Naming a device that is not usable here is a kiln::error with
 // the reason (backend.hpp asks the backend registry).
 #include "kiln/error.hpp"
+#include "kiln/linkage.hpp"
 #include "kiln/settings.hpp"
 
 #include <cstdint>
@@ -39,29 +40,7 @@ private:
   // Strict: "host", "cpu", or backend:index with a decimal index in int range; no spaces,
   // no sign, no "vulkan" without an index. A lenient parse read "vulkan: 0" and
   // "vulkan:4294967296" as vulkan:0.
-  static device parse(std::string_view spec, const std::string& op) {
-    if (spec == "host" || spec == "cpu") return device{};
-    const auto colon = spec.find(':');
-    const std::string_view kind = spec.substr(0, colon);
-    device_kind k;
-    if (kind == "vulkan")
-      k = device_kind::vulkan;
-    else if (kind == "cuda")
-      k = device_kind::cuda;
-    else if (kind == "metal")
-      k = device_kind::metal;
-    else
-      throw error(op, "unknown device",
-                  "\"" + std::string(spec) + "\"; expected host, vulkan:N, cuda:N or metal:N");
-    const auto index = colon == std::string_view::npos
-                           ? std::nullopt
-                           : settings::parse_decimal(spec.substr(colon + 1), INT32_MAX);
-    if (!index)
-      throw error(op, "malformed device index",
-                  "\"" + std::string(spec) + "\"; expected " + std::string(kind) +
-                      ":N with N a decimal number in [0, 2147483647], no spaces or sign");
-    return device(k, static_cast<int>(*index));
-  }
+  static KILN_CORE_INLINE device parse(std::string_view spec, const std::string& op);
   device_kind kind_ = device_kind::host;
   int index_ = 0;
 };
@@ -75,3 +54,7 @@ struct device_info {
 } // namespace kiln
 
 #include "kiln/backend.hpp"
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/device_impl.hpp"
+#endif

@@ -1,6 +1,8 @@
 #pragma once
 // kiln::error: every failure kiln reports carries the op that failed, why, and the
 // details a user needs to fix the call (shapes, dtypes, devices).
+#include "kiln/linkage.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -8,22 +10,20 @@ namespace kiln {
 
 class error : public std::runtime_error {
 public:
-  error(std::string op, std::string reason, std::string details = {})
-      : std::runtime_error(format(op, reason, details)), op_(std::move(op)),
-        reason_(std::move(reason)), details_(std::move(details)) {}
+  KILN_CORE_INLINE error(std::string op, std::string reason, std::string details = {});
 
   const std::string& op() const noexcept { return op_; }
   const std::string& reason() const noexcept { return reason_; }
   const std::string& details() const noexcept { return details_; }
 
 private:
-  static std::string format(const std::string& op, const std::string& reason,
-                            const std::string& details) {
-    std::string s = "kiln::" + op + ": " + reason;
-    if (!details.empty()) s += " (" + details + ")";
-    return s;
-  }
+  static KILN_CORE_INLINE std::string format(const std::string& op, const std::string& reason,
+                                             const std::string& details);
   std::string op_, reason_, details_;
 };
 
 } // namespace kiln
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/error_impl.hpp"
+#endif

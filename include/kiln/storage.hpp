@@ -4,6 +4,7 @@
 // Device blocks are opaque handles of the device's backend: data() is null for them.
 #include "kiln/device.hpp"
 #include "kiln/dtype.hpp"
+#include "kiln/linkage.hpp"
 
 #include <cstdlib>
 #include <memory>
@@ -14,23 +15,7 @@ namespace kiln {
 class storage {
 public:
   // Owned memory on `dev` (host by default), uninitialized.
-  storage(kiln::dtype dt, std::int64_t count, const kiln::device& dev = {})
-      : dtype_(dt), count_(count), device_(dev) {
-    const std::size_t bytes = static_cast<std::size_t>(count) * size_of(dt);
-    if (!dev.is_host()) {
-      backend_ = backend_for(dev, "alloc");
-      if (const std::string why = backend_->unsupported(dt); !why.empty())
-        throw error("alloc", "dtype is not supported on this device",
-                    std::string(name(dt)) + " on " + dev.str() + ": " + why);
-      handle_ = backend_->allocate(bytes);
-      return;
-    }
-    const std::size_t padded = (bytes + 63) / 64 * 64;
-    data_ = padded ? std::aligned_alloc(64, padded) : nullptr;
-    if (padded && !data_)
-      throw error("alloc", "out of host memory", std::to_string(padded) + " bytes");
-    owned_ = true;
-  }
+  KILN_CORE_INLINE storage(kiln::dtype dt, std::int64_t count, const kiln::device& dev = {});
   // Borrowed memory (zero-copy views of other libraries' arrays): not freed here.
   storage(kiln::dtype dt, std::int64_t count, void* external) noexcept
       : data_(external), dtype_(dt), count_(count) {}
@@ -62,3 +47,7 @@ private:
 };
 
 } // namespace kiln
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/storage_impl.hpp"
+#endif

@@ -8,6 +8,7 @@
 //      (kernel.hpp) over the flat list of its leaves, by the host pass (host_pass.hpp),
 //      whose code is compiled once per program; on a device, device_pass.hpp.
 #include "kiln/eval/host_pass.hpp"
+#include "kiln/eval/planner.hpp"
 
 #include <array>
 #include <cstdint>
@@ -76,7 +77,6 @@ void check_devices(const E& e, const kiln::device& where, const char* op) {
 template <class... O>
 void device_run(const O&... outs);
 
-
 // One output of a pass: where it goes and the expression that fills it.
 template <element D, class E>
 struct pass_output {
@@ -90,7 +90,8 @@ struct pass_output {
 // alone): the pass type's kernel and the flat lists of its leaves, handed to the host pass.
 template <class... O>
 void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
-  using kernel = host_kernel<type_list<typename O::dst_type...>, type_list<typename O::expr_type...>>;
+  using kernel =
+      host_kernel<type_list<typename O::dst_type...>, type_list<typename O::expr_type...>>;
   constexpr int n_leaves = kernel::leaf_start.back(), n_scalars = kernel::scalar_start.back();
   std::array<flat_leaf, n_leaves ? n_leaves : 1> leaves;
   std::array<flat_scalar, n_scalars ? n_scalars : 1> scalars;
@@ -98,117 +99,13 @@ void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
   flat_scalar* s = scalars.data();
   (flatten(*outs.expr, l, s), ...);
   std::size_t i = 0, first = sizeof...(O);
-  const std::array<host_output, sizeof...(O)> targets{
-      host_output{outs.dst.data(), &outs.dst.layout(), dtype_of<typename O::dst_type>(),
-                  active[i++]}...};
+  const std::array<host_output, sizeof...(O)> targets{host_output{
+      outs.dst.data(), &outs.dst.layout(), dtype_of<typename O::dst_type>(), active[i++]}...};
   for (std::size_t k = sizeof...(O); k-- > 0;)
     if (active[k]) first = k;
   const kiln::shape* shapes[] = {&outs.dst.shape()...};
   run_host_pass(kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
                 {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
-}
-
-// The planner, one for the host and every device: which outputs may be computed in place
-// and which need temporaries. It reads the flat lists of targets and leaves (flat.hpp), so
-// its code exists once per program. Overlap is decided on memory, not storage objects: on
-// the host on addresses (two handles made by view_of() over one container have separate
-// storage objects over the same memory), on a device on the backend's buffer and byte
-// offsets within it.
-
-// The memory a storage lives in, for overlap tests: its address on the host, its buffer
-// handle on a device (offsets then count from the buffer's start).
-inline const void* memory_of(const storage& s) { return s.on_host() ? s.data() : s.handle(); }
-
-// The bytes [first, second) a layout over t's storage touches, from the memory's start.
-inline std::pair<std::uintptr_t, std::uintptr_t> byte_range(const flat_leaf& t, const layout& l) {
-  const auto [lo, hi] = l.extent();
-  const auto base = t.storage->on_host() ? reinterpret_cast<std::uintptr_t>(t.storage->data())
-                                         : std::uintptr_t{0};
-  return {base + static_cast<std::uintptr_t>(lo) * size_of(t.type),
-          base + static_cast<std::uintptr_t>(hi) * size_of(t.type)};
-}
-inline bool intersect(std::pair<std::uintptr_t, std::uintptr_t> a,
-                      std::pair<std::uintptr_t, std::uintptr_t> b) {
-  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
-}
-// Whether a (through layout la) and b (through lb) share any byte.
-inline bool share_bytes(const flat_leaf& a, const layout& la, const flat_leaf& b,
-                        const layout& lb) {
-  if (!a.storage || !b.storage || a.storage->device() != b.storage->device()) return false;
-  if (!a.storage->device().is_host() && memory_of(*a.storage) != memory_of(*b.storage))
-    return false;
-  return intersect(byte_range(a, la), byte_range(b, lb));
-}
-
-// Would writing dst while reading these leaves read an element after it was overwritten?
-// Reading the very elements being written, each at its own position, is safe.
-inline bool overlaps_differently(const flat_leaf& dst, std::span<const flat_leaf> leaves) {
-  for (const flat_leaf& t : leaves) {
-    if (t.layout->size() == 0) continue;
-    const layout tl = views::broadcast_to(*t.layout, dst.layout->shape, "assign");
-    if (size_of(t.type) == size_of(dst.type) && memory_of(*t.storage) == memory_of(*dst.storage) &&
-        tl == *dst.layout)
-      continue;
-    if (share_bytes(dst, *dst.layout, t, tl)) return true;
-  }
-  return false;
-}
-
-// Whether dst shares any byte with the leaves (through any layout).
-inline bool reads_memory_of(const flat_leaf& dst, std::span<const flat_leaf> leaves) {
-  for (const flat_leaf& t : leaves)
-    if (t.layout->size() > 0 && share_bytes(dst, *dst.layout, t, *t.layout)) return true;
-  return false;
-}
-
-// One output as the planner sees it: the target, the value's shape, the value's leaves.
-struct plan_output {
-  flat_leaf target; // storage null: an empty tensor handle
-  kiln::shape value;
-  std::span<const flat_leaf> leaves;
-};
-
-// Checks the outputs of one kiln::eval (or one assignment): targets with storage, on one
-// device with every leaf, each taking its value's shape. Says whether they may be computed
-// in place: else every output goes through a temporary, so that every value is computed
-// from the inputs as they were (numpy's semantics). With one shape, that is where a target
-// overlaps an input or another target through a different layout; with several (computed
-// in groups, one pass per shape), where a target shares memory with another output's
-// inputs or target, as a later group would read what an earlier one wrote.
-inline bool plan_in_place(std::span<const plan_output> outs, const char* op) {
-  for (const plan_output& o : outs)
-    if (!o.target.storage) throw error(op, "the target tensor is empty", "it has no storage");
-  const kiln::device where = outs[0].target.storage->device();
-  bool one_shape = true;
-  for (const plan_output& o : outs) {
-    const kiln::device& d = o.target.storage->device();
-    if (d != where) throw error(op, "outputs live on different devices", where.str() + " and " + d.str());
-    for (const flat_leaf& l : o.leaves)
-      if (l.storage->device() != where)
-        throw error(op, "operands live on different devices",
-                    "target on " + where.str() + ", an operand on " + l.storage->device().str() +
-                        "; move it with .to(" + where.str() + ")");
-    const kiln::shape& ts = o.target.layout->shape;
-    kiln::shape b = ts;
-    if (!broadcast_into(b, o.value) || b != ts)
-      throw error(op, "shapes cannot be broadcast together",
-                  "value of shape " + o.value.str() + " into a tensor of shape " + ts.str());
-    for (int d = 0; d < ts.size() && numel(ts) > 0; ++d) // an empty tensor has no overlap
-      if (o.target.layout->strides[d] == 0 && ts[d] > 1)
-        throw error(op, "cannot write through a broadcast view",
-                    "target shape " + ts.str() + " has stride 0 on dim " + std::to_string(d));
-    one_shape = one_shape && ts == outs[0].target.layout->shape;
-  }
-  for (const plan_output& o : outs) {
-    if (overlaps_differently(o.target, o.leaves)) return false;
-    for (const plan_output& p : outs) {
-      if (&p == &o) continue;
-      if (share_bytes(o.target, *o.target.layout, p.target, *p.target.layout)) return false;
-      if (one_shape ? overlaps_differently(o.target, p.leaves) : reads_memory_of(o.target, p.leaves))
-        return false;
-    }
-  }
-  return true;
 }
 
 template <class Run, std::size_t N>
@@ -319,13 +216,12 @@ void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
 // into a temporary first, then copied.
 template <class Tup, std::size_t... I>
 void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op) {
-  const auto flats =
-      std::make_tuple(flat_expr<typename std::tuple_element_t<I, Tup>::expr_type>(
-          *std::get<I>(outs).expr)...);
-  const std::array<plan_output, sizeof...(I)> plan{plan_output{
-      flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
-                dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()},
-      shape_of(*std::get<I>(outs).expr), std::get<I>(flats).leaf_span()}...};
+  const auto flats = std::make_tuple(
+      flat_expr<typename std::tuple_element_t<I, Tup>::expr_type>(*std::get<I>(outs).expr)...);
+  const std::array<plan_output, sizeof...(I)> plan{
+      plan_output{flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
+                            dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()},
+                  shape_of(*std::get<I>(outs).expr), std::get<I>(flats).leaf_span()}...};
   if (plan_in_place(plan, op)) {
     execute_outputs(outs, seq);
     return;

@@ -33,8 +33,9 @@ struct node_ctx {
 template <class E, class Roots>
 inline constexpr int memo_count = 0;
 template <class Op, class... C, class Roots>
-inline constexpr int memo_count<expr_node<Op, C...>, Roots> =
-    int(memoized<expr_node<Op, C...>, Roots>) + (0 + ... + memo_count<C, Roots>);
+inline constexpr int
+    memo_count<expr_node<Op, C...>, Roots> = int(memoized<expr_node<Op, C...>, Roots>) +
+                                             (0 + ... + memo_count<C, Roots>);
 
 // Prefix sums of a per-operand count: element I is the sum over operands before I.
 template <int... N>
@@ -160,7 +161,8 @@ private:
         return convert<value_type>(
             Op::host(convert<compute_t<operand_t<I>>>(child_t<I>::at(child<I>(c), j))...));
       }
-    }(std::index_sequence_for<C...>{});
+    }
+    (std::index_sequence_for<C...>{});
   }
   KILN_READER_INLINE static batch<value_type> compute_load(node_ctx c, std::int64_t j) noexcept {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -173,7 +175,8 @@ private:
         return batch_convert<value_type>(
             Op::simd(batch_convert<operand_t<I>>(child_t<I>::load(child<I>(c), j))...));
       }
-    }(std::index_sequence_for<C...>{});
+    }
+    (std::index_sequence_for<C...>{});
   }
 };
 
@@ -201,19 +204,20 @@ constexpr void collect_memo_sites(memo_site* out, int& i, int output, int leaf, 
       constexpr auto sa = prefix_sums<scalar_count<C>...>();
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         (collect_memo_sites<C, Roots>(out, i, output, leaf + la[I], scalar + sa[I]), ...);
-      }(std::index_sequence_for<C...>{});
+      }
+      (std::index_sequence_for<C...>{});
     }(std::type_identity<E>{});
   }
 }
 
 // What the host pass hands a kernel for one run of n elements.
 struct kernel_args {
-  const void* const* in;    // per leaf: its n values, contiguous
+  const void* const* in; // per leaf: its n values, contiguous
   const flat_scalar* scalars;
-  memo_slot* const* slots;  // per memo site: its slot, or null
-  void* const* out;         // per output: where its n values go, or null (not this run)
+  memo_slot* const* slots; // per memo site: its slot, or null
+  void* const* out;        // per output: where its n values go, or null (not this run)
   std::int64_t n;
-  bool stream;              // streaming stores (every output is the destination itself)
+  bool stream; // streaming stores (every output is the destination itself)
 };
 
 // A pass type's kernel and what the host pass must know about it.
@@ -255,8 +259,7 @@ struct host_kernel<type_list<D...>, type_list<E...>> {
 
   static constexpr std::array<int, n_out + 1> leaf_start = prefix_sums<leaf_count<E>...>();
   static constexpr std::array<int, n_out + 1> scalar_start = prefix_sums<scalar_count<E>...>();
-  static constexpr std::array<int, n_out + 1> memo_start =
-      prefix_sums<memo_count<E, roots>...>();
+  static constexpr std::array<int, n_out + 1> memo_start = prefix_sums<memo_count<E, roots>...>();
   static constexpr int n_memos = memo_start[n_out];
   static constexpr std::array<memo_site, n_memos ? n_memos : 1> memos = [] {
     std::array<memo_site, n_memos ? n_memos : 1> a{};
@@ -314,7 +317,8 @@ private:
             (on<I>(a) ? eval_node<E, roots>::load(root<I>(a.in, a), j) : batch<value_t<E>>())...);
         (store<I, Stream>(a, j, std::get<I>(vals)), ...);
       }
-    }(std::index_sequence_for<E...>{});
+    }
+    (std::index_sequence_for<E...>{});
     if (j < a.n) tail(a, j);
   }
 
@@ -363,7 +367,8 @@ private:
             std::memcpy(static_cast<T*>(a.out[I]) + j, tmp, std::size_t(r) * sizeof(T));
           }(),
           ...);
-    }(std::index_sequence_for<E...>{});
+    }
+    (std::index_sequence_for<E...>{});
   }
 
   static void scalar_loop(const kernel_args& a) {
@@ -378,7 +383,8 @@ private:
             }(),
             ...);
       }
-    }(std::index_sequence_for<E...>{});
+    }
+    (std::index_sequence_for<E...>{});
   }
 };
 

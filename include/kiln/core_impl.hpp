@@ -1,0 +1,11 @@
+#pragma once
+// The definitions of kiln's non-template functions (see kiln/linkage.hpp): compiled once,
+// by <kiln/jit/src.hpp>, where KILN_COMPILED_CORE is defined.
+#include "kiln/backend_impl.hpp"
+#include "kiln/core.hpp"
+#include "kiln/device_impl.hpp"
+#include "kiln/error_impl.hpp"
+#include "kiln/eval/host_pass_impl.hpp"
+#include "kiln/eval/iteration_space_impl.hpp"
+#include "kiln/eval/planner_impl.hpp"
+#include "kiln/storage_impl.hpp"

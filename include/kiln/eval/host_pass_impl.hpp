@@ -1,0 +1,259 @@
+#pragma once
+// The host pass's definitions (declared in host_pass.hpp; see kiln/linkage.hpp for where
+// they are compiled).
+#include "kiln/eval/host_pass.hpp"
+
+namespace kiln::detail {
+
+// Copies n elements of `bytes` bytes each, `stride` elements apart at src, to dst, or back.
+inline void gather(unsigned char* dst, const unsigned char* src, std::int64_t stride,
+                   std::int64_t n, std::size_t bytes) noexcept {
+  const auto walk = [&]<class U>(U) {
+    for (std::int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * sizeof(U), src + i * stride * std::int64_t(sizeof(U)), sizeof(U));
+  };
+  switch (bytes) {
+  case 1:
+    return walk(std::uint8_t{});
+  case 2:
+    return walk(std::uint16_t{});
+  case 4:
+    return walk(std::uint32_t{});
+  default:
+    return walk(std::uint64_t{});
+  }
+}
+inline void scatter(unsigned char* dst, std::int64_t stride, const unsigned char* src,
+                    std::int64_t n, std::size_t bytes) noexcept {
+  const auto walk = [&]<class U>(U) {
+    for (std::int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * stride * std::int64_t(sizeof(U)), src + i * sizeof(U), sizeof(U));
+  };
+  switch (bytes) {
+  case 1:
+    return walk(std::uint8_t{});
+  case 2:
+    return walk(std::uint16_t{});
+  case 4:
+    return walk(std::uint32_t{});
+  default:
+    return walk(std::uint64_t{});
+  }
+}
+
+// Gives each memo site its slot: an earlier active site's, where both are of one type and
+// read the same leaves (rep: a leaf's first equal leaf: same memory, size and strides) and
+// the same scalars bit for bit; else a new one. Returns the number of slots; shared[s]
+// says whether another site has site s's slot (a slot nobody shares only costs stores).
+KILN_CORE_INLINE int index_memo_sites(std::span<const memo_site> sites,
+                                      std::span<const bool> active, std::span<const int> rep,
+                                      std::span<const flat_scalar> scalars, int* slot,
+                                      bool* shared) {
+  int slots = 0;
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    const memo_site& a = sites[s];
+    slot[s] = -1;
+    shared[s] = false;
+    if (!active[a.output]) continue;
+    for (std::size_t p = 0; p < s && slot[s] < 0; ++p) {
+      const memo_site& b = sites[p];
+      if (slot[p] < 0 || b.type != a.type) continue;
+      bool same = true;
+      for (int i = 0; i < a.leaves && same; ++i)
+        same = rep[a.leaf + i] == rep[b.leaf + i];
+      for (int i = 0; i < a.scalars && same; ++i)
+        same = scalars[a.scalar + i].bits == scalars[b.scalar + i].bits;
+      if (same) slot[s] = slot[p], shared[s] = shared[p] = true;
+    }
+    if (slot[s] < 0) slot[s] = slots++;
+  }
+  for (std::size_t s = 0; s < sites.size(); ++s) // a slot's first site learns it late
+    for (std::size_t p = s + 1; p < sites.size() && !shared[s] && slot[s] >= 0; ++p)
+      shared[s] = slot[p] == slot[s];
+  return slots;
+}
+
+// Runs kernel k over `shape` (the active outputs' shape): outputs, then the leaves and
+// scalars of every output's tree in order, leaves of inactive outputs ignored.
+KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const host_output> outs,
+                                    std::span<const flat_leaf> leaves,
+                                    std::span<const flat_scalar> scalars,
+                                    const kiln::shape& shape) {
+  const std::int64_t total = numel(shape);
+  if (total == 0) return;
+  const std::size_t no = outs.size(), nl = leaves.size(), ns = k.memos.size();
+  scratch<bool, 8> active(no);
+  scratch<int, 32> owner(nl); // the output whose tree holds each leaf
+  for (std::size_t o = 0; o < no; ++o) {
+    active[o] = outs[o].active;
+    for (int l = k.leaf_start[o]; l < k.leaf_start[o + 1]; ++l)
+      owner[l] = int(o);
+  }
+
+  // A local reference: the tasks on other threads must see this thread's space.
+  thread_local iteration_space this_threads_space;
+  iteration_space& space = this_threads_space;
+  space.strides.clear();
+  for (std::size_t o = 0; o < no; ++o)
+    active[o] ? space.add(*outs[o].layout, shape) : space.add_idle();
+  for (std::size_t l = 0; l < nl; ++l)
+    active[owner[l]] ? space.add(*leaves[l].layout, shape) : space.add_idle();
+  space.merge(shape);
+  const int rank = space.extents.size(), outer = rank - 1;
+  const std::int64_t inner = space.extents[outer];
+  const auto* st = space.strides.data(); // outputs, then leaves
+
+  // Where each operand starts, its element size, and the first equal leaf (packed once).
+  scratch<const unsigned char*, 32> base(nl);
+  scratch<std::size_t, 32> bytes(nl);
+  scratch<int, 32> rep(nl);
+  bool unit = true;
+  std::int64_t footprint = 0;
+  for (std::size_t o = 0; o < no; ++o)
+    if (active[o]) {
+      unit = unit && st[o][outer] == 1;
+      footprint += outs[o].layout->size() * std::int64_t(size_of(outs[o].type));
+    }
+  for (std::size_t l = 0; l < nl; ++l) {
+    const flat_leaf& f = leaves[l];
+    bytes[l] = size_of(f.type);
+    base[l] = static_cast<const unsigned char*>(f.storage->data()) +
+              f.layout->offset * std::int64_t(bytes[l]);
+    rep[l] = int(l);
+    if (!active[owner[l]]) continue;
+    unit = unit && st[no + l][outer] == 1;
+    footprint += f.layout->size() * std::int64_t(bytes[l]);
+    for (std::size_t p = 0; p < l; ++p)
+      if (active[owner[p]] && base[p] == base[l] && bytes[p] == bytes[l] &&
+          std::equal(st[no + p].begin(), st[no + p].end(), st[no + l].begin())) {
+        rep[l] = int(p);
+        break;
+      }
+  }
+
+  // Shared subexpressions: sites of one type over the same values share a slot (memo.hpp).
+  scratch<int, 16> site_slot(ns);
+  scratch<bool, 16> site_shared(ns);
+  const int n_slots = index_memo_sites(k.memos, {active.data(), no}, {rep.data(), nl}, scalars,
+                                       site_slot.data(), site_shared.data());
+
+  // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
+  // (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
+  const std::int64_t grain = std::max<std::int64_t>(16384, (1 << 19) / k.cost);
+  const int threads = num_threads();
+  // A few tasks per thread, taken dynamically, so a thread slowed by anything else on its
+  // core does not leave the others idle at the end.
+  const int tasks = threads == 1 ? 1
+                                 : static_cast<int>(std::min<std::int64_t>(
+                                       std::int64_t{threads} * 8, (total + grain - 1) / grain));
+  // A pass too large for the last-level cache writes with streaming stores (stream.hpp).
+  const bool stream = k.may_stream && unit && footprint >= stream_threshold();
+  // Runs of at most `chunk` elements where operands are packed: a multiple of any batch.
+  constexpr std::int64_t chunk = 512;
+
+  auto body = [&](int t) {
+    scratch<const void*, 32> in(nl);
+    scratch<void*, 8> out(no);
+    scratch<memo_slot, 4> slot_store{std::size_t(n_slots)};
+    scratch<memo_slot*, 16> slots(ns);
+    for (std::size_t s = 0; s < ns; ++s)
+      slots[s] = site_shared[s] ? slot_store.data() + site_slot[s] : nullptr;
+    // Buffers for operands not contiguous along the row (none in a unit pass).
+    std::unique_ptr<unsigned char[]> buffer;
+    scratch<unsigned char*, 32> packed(unit ? 0 : nl + no);
+    scratch<const unsigned char*, 32> packed_from(unit ? 0 : nl); // a broadcast's last source
+    if (!unit) {
+      std::size_t need = 0;
+      for (std::size_t l = 0; l < nl; ++l)
+        if (active[owner[l]] && rep[l] == int(l) && st[no + l][outer] != 1)
+          need += std::size_t(chunk) * bytes[l];
+      for (std::size_t o = 0; o < no; ++o)
+        if (active[o] && st[o][outer] != 1) need += std::size_t(chunk) * size_of(outs[o].type);
+      buffer.reset(new unsigned char[need + 64]);
+      unsigned char* next = buffer.get();
+      for (std::size_t l = 0; l < nl; ++l)
+        if (active[owner[l]] && rep[l] == int(l) && st[no + l][outer] != 1)
+          packed[l] = next, next += std::size_t(chunk) * bytes[l];
+      for (std::size_t o = 0; o < no; ++o)
+        if (active[o] && st[o][outer] != 1)
+          packed[nl + o] = next, next += std::size_t(chunk) * size_of(outs[o].type);
+    }
+
+    constexpr std::int64_t align = 64;
+    std::int64_t lo = total * t / tasks / align * align,
+                 hi = total * (t + 1) / tasks / align * align;
+    if (t == tasks - 1) hi = total;
+    std::int64_t idx[max_rank] = {};
+    std::int64_t row = lo / inner, j = lo % inner;
+    for (int d = outer - 1; d >= 0; --d) {
+      idx[d] = row % space.extents[d];
+      row /= space.extents[d];
+    }
+    for (std::int64_t e = lo; e < hi;) {
+      const std::int64_t jend = std::min(inner, j + (hi - e));
+      for (std::int64_t j0 = j; j0 < jend;) {
+        const std::int64_t n = unit ? jend - j0 : std::min(chunk, jend - j0);
+        for (std::size_t l = 0; l < nl; ++l) {
+          if (!active[owner[l]]) {
+            in[l] = nullptr;
+            continue;
+          }
+          if (rep[l] != int(l)) {
+            in[l] = in[rep[l]];
+            continue;
+          }
+          const std::int64_t s = st[no + l][outer];
+          const unsigned char* p = base[l] + (row_offset(idx, st[no + l].data(), outer) + j0 * s) *
+                                                 std::int64_t(bytes[l]);
+          if (s == 1) {
+            in[l] = p;
+          } else if (s == 0) { // one value along the row: filled when it changes
+            if (packed_from[l] != p) {
+              for (std::int64_t i = 0; i < chunk; ++i)
+                std::memcpy(packed[l] + i * std::int64_t(bytes[l]), p, bytes[l]);
+              packed_from[l] = p;
+            }
+            in[l] = packed[l];
+          } else {
+            gather(packed[l], p, s, n, bytes[l]);
+            in[l] = packed[l];
+          }
+        }
+        for (std::size_t o = 0; o < no; ++o) {
+          if (!active[o]) {
+            out[o] = nullptr;
+            continue;
+          }
+          const std::int64_t s = st[o][outer];
+          out[o] = s == 1 ? static_cast<unsigned char*>(outs[o].data) +
+                                (row_offset(idx, st[o].data(), outer) + j0) *
+                                    std::int64_t(size_of(outs[o].type))
+                          : packed[nl + o];
+        }
+        k.run({in.data(), scalars.data(), slots.data(), out.data(), n, stream});
+        for (std::size_t o = 0; o < no; ++o) {
+          const std::int64_t s = st[o][outer];
+          if (!active[o] || s == 1) continue;
+          const std::size_t b = size_of(outs[o].type);
+          scatter(static_cast<unsigned char*>(outs[o].data) +
+                      (row_offset(idx, st[o].data(), outer) + j0 * s) * std::int64_t(b),
+                  s, packed[nl + o], n, b);
+        }
+        j0 += n;
+      }
+      e += jend - j;
+      j = 0;
+      for (int d = outer - 1; d >= 0; --d) {
+        if (++idx[d] < space.extents[d]) break;
+        idx[d] = 0;
+      }
+    }
+    if (stream) stream_fence();
+  };
+  if (tasks <= 1)
+    body(0);
+  else
+    thread_pool::instance().parallel_for(tasks, body);
+}
+
+} // namespace kiln::detail
