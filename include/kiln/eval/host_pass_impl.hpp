@@ -5,29 +5,14 @@
 
 namespace kiln::detail {
 
-// Copies n elements of `bytes` bytes each, `stride` elements apart at src, to dst, or back.
-inline void gather(unsigned char* dst, const unsigned char* src, std::int64_t stride,
-                   std::int64_t n, std::size_t bytes) noexcept {
+// Copies n elements of `bytes` bytes each from src to dst, `from` and `to` elements apart:
+// packing a strided operand (to = 1) or writing a strided output back (from = 1).
+inline void copy_strided(unsigned char* dst, std::int64_t to, const unsigned char* src,
+                         std::int64_t from, std::int64_t n, std::size_t bytes) noexcept {
   const auto walk = [&]<class U>(U) {
+    const auto w = std::int64_t(sizeof(U));
     for (std::int64_t i = 0; i < n; ++i)
-      std::memcpy(dst + i * sizeof(U), src + i * stride * std::int64_t(sizeof(U)), sizeof(U));
-  };
-  switch (bytes) {
-  case 1:
-    return walk(std::uint8_t{});
-  case 2:
-    return walk(std::uint16_t{});
-  case 4:
-    return walk(std::uint32_t{});
-  default:
-    return walk(std::uint64_t{});
-  }
-}
-inline void scatter(unsigned char* dst, std::int64_t stride, const unsigned char* src,
-                    std::int64_t n, std::size_t bytes) noexcept {
-  const auto walk = [&]<class U>(U) {
-    for (std::int64_t i = 0; i < n; ++i)
-      std::memcpy(dst + i * stride * std::int64_t(sizeof(U)), src + i * sizeof(U), sizeof(U));
+      std::memcpy(dst + i * to * w, src + i * from * w, sizeof(U));
   };
   switch (bytes) {
   case 1:
@@ -215,7 +200,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
             }
             in[l] = packed[l];
           } else {
-            gather(packed[l], p, s, n, bytes[l]);
+            copy_strided(packed[l], 1, p, s, n, bytes[l]);
             in[l] = packed[l];
           }
         }
@@ -235,9 +220,9 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
           const std::int64_t s = st[o][outer];
           if (!active[o] || s == 1) continue;
           const std::size_t b = size_of(outs[o].type);
-          scatter(static_cast<unsigned char*>(outs[o].data) +
-                      (row_offset(idx, st[o].data(), outer) + j0 * s) * std::int64_t(b),
-                  s, packed[nl + o], n, b);
+          copy_strided(static_cast<unsigned char*>(outs[o].data) +
+                           (row_offset(idx, st[o].data(), outer) + j0 * s) * std::int64_t(b),
+                       s, packed[nl + o], 1, n, b);
         }
         j0 += n;
       }
