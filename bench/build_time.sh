@@ -15,8 +15,9 @@
 # compiled once per program), it is built once in build/build_time (timed on its own line) and
 # each program links it; without one, kiln programs are compiled header-only, as a user
 # without CMake would. Override with KILN_RUNTIME=header-only, or =path/to/libkiln_runtime.a;
-# KILN_FLAGS (default: kiln's include roots) and KILN_LIBS (default: the runtime, -ldl
-# -pthread) replace what kiln programs are compiled and linked with.
+# KILN_FLAGS (default: kiln's include roots, and -DKILN_COMPILED_CORE with the runtime) and
+# KILN_LIBS (default: the runtime, -ldl -pthread) replace what kiln programs are compiled and
+# linked with.
 #
 # Usage: bench/build_time.sh [--no-growth] [--reps N] [compiler = g++]
 # Time, measured with kiln header-only (before issue 12): one round of the first table takes
@@ -74,7 +75,11 @@ else
   runtime_line=${runtime_line:-"kiln programs linked with $kiln_runtime"}
   default_libs="$kiln_runtime -ldl -pthread"
 fi
-read -r -a kiln_flags <<<"${KILN_FLAGS:--I$repo/include -I$repo/jit -I$repo/kernels -I$repo/autodiff}"
+default_flags="-I$repo/include -I$repo/jit -I$repo/kernels -I$repo/autodiff"
+# Linked with the runtime, as kiln::kiln compiles a program: kiln's non-template functions
+# are in the library too (include/kiln/linkage.hpp).
+[[ $kiln_runtime == header-only ]] || default_flags+=" -DKILN_COMPILED_CORE"
+read -r -a kiln_flags <<<"${KILN_FLAGS:-$default_flags}"
 read -r -a kiln_libs <<<"${KILN_LIBS:-$default_libs}"
 
 # --- compiling and timing --------------------------------------------------------------------
