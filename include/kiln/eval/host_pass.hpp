@@ -25,16 +25,17 @@
 
 namespace kiln::detail {
 
-// An array of n values, inline up to N (no allocation for the common small pass).
+// An array of n values, inline up to N (no allocation for the common small pass), left
+// uninitialized: zeroing the pass's arrays cost more than a 16-element pass computes.
 template <class T, std::size_t N>
 class scratch {
 public:
-  explicit scratch(std::size_t n) : heap_(n > N ? new T[n]() : nullptr) {}
+  explicit scratch(std::size_t n) : heap_(n > N ? new T[n] : nullptr) {}
   T* data() noexcept { return heap_ ? heap_.get() : inline_; }
   T& operator[](std::size_t i) noexcept { return data()[i]; }
 
 private:
-  T inline_[N] = {};
+  T inline_[N];
   std::unique_ptr<T[]> heap_;
 };
 

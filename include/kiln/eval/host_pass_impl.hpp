@@ -147,6 +147,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
     std::unique_ptr<unsigned char[]> buffer;
     scratch<unsigned char*, 32> packed(unit ? 0 : nl + no);
     scratch<const unsigned char*, 32> packed_from(unit ? 0 : nl); // a broadcast's last source
+    std::fill_n(packed_from.data(), unit ? 0 : nl, nullptr);
     if (!unit) {
       std::size_t need = 0;
       for (std::size_t l = 0; l < nl; ++l)

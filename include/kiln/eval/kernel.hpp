@@ -148,35 +148,41 @@ private:
     return v;
   }
 
+  // (Index-sequence helpers, not lambdas: a lambda is a function of its own, which the
+  // compiler stops inlining in a large tree.)
   KILN_READER_INLINE static value_type compute_at(node_ctx c, std::int64_t j) noexcept {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      // A gate (autodiff's: operand 0 where operand 1 is non-zero, else 0) reads operand 0
-      // only where it is needed.
-      if constexpr (short_circuits<Op>) {
-        const auto m = convert<compute_t<operand_t<1>>>(child_t<1>::at(child<1>(c), j));
-        if (m == decltype(m)(0)) return value_type(0);
-        return convert<value_type>(
-            Op::host(convert<compute_t<operand_t<0>>>(child_t<0>::at(child<0>(c), j)), m));
-      } else {
-        return convert<value_type>(
-            Op::host(convert<compute_t<operand_t<I>>>(child_t<I>::at(child<I>(c), j))...));
-      }
+    return compute_at(c, j, std::index_sequence_for<C...>{});
+  }
+  template <std::size_t... I>
+  KILN_READER_INLINE static value_type compute_at(node_ctx c, std::int64_t j,
+                                                  std::index_sequence<I...>) noexcept {
+    // A gate (autodiff's: operand 0 where operand 1 is non-zero, else 0) reads operand 0
+    // only where it is needed.
+    if constexpr (short_circuits<Op>) {
+      const auto m = convert<compute_t<operand_t<1>>>(child_t<1>::at(child<1>(c), j));
+      if (m == decltype(m)(0)) return value_type(0);
+      return convert<value_type>(
+          Op::host(convert<compute_t<operand_t<0>>>(child_t<0>::at(child<0>(c), j)), m));
+    } else {
+      return convert<value_type>(
+          Op::host(convert<compute_t<operand_t<I>>>(child_t<I>::at(child<I>(c), j))...));
     }
-    (std::index_sequence_for<C...>{});
   }
   KILN_READER_INLINE static batch<value_type> compute_load(node_ctx c, std::int64_t j) noexcept {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      if constexpr (short_circuits<Op>) { // a batch whose mask is all zero costs the mask
-        const auto m = batch_convert<operand_t<1>>(child_t<1>::load(child<1>(c), j));
-        if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
-        return batch_convert<value_type>(
-            Op::simd(batch_convert<operand_t<0>>(child_t<0>::load(child<0>(c), j)), m));
-      } else {
-        return batch_convert<value_type>(
-            Op::simd(batch_convert<operand_t<I>>(child_t<I>::load(child<I>(c), j))...));
-      }
+    return compute_load(c, j, std::index_sequence_for<C...>{});
+  }
+  template <std::size_t... I>
+  KILN_READER_INLINE static batch<value_type> compute_load(node_ctx c, std::int64_t j,
+                                                           std::index_sequence<I...>) noexcept {
+    if constexpr (short_circuits<Op>) { // a batch whose mask is all zero costs the mask
+      const auto m = batch_convert<operand_t<1>>(child_t<1>::load(child<1>(c), j));
+      if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
+      return batch_convert<value_type>(
+          Op::simd(batch_convert<operand_t<0>>(child_t<0>::load(child<0>(c), j)), m));
+    } else {
+      return batch_convert<value_type>(
+          Op::simd(batch_convert<operand_t<I>>(child_t<I>::load(child<I>(c), j))...));
     }
-    (std::index_sequence_for<C...>{});
   }
 };
 
@@ -268,11 +274,13 @@ struct host_kernel<type_list<D...>, type_list<E...>> {
     return a;
   }();
 
+  static constexpr bool may_stream = simd && (math_count<E> + ...) == 0;
+
   static host_kernel_ref ref() {
     return {&run,
             lanes(),
             (node_count<E> + ...),
-            simd && (math_count<E> + ...) == 0,
+            may_stream,
             leaf_start,
             scalar_start,
             {memos.data(), std::size_t(n_memos)}};
@@ -282,10 +290,12 @@ struct host_kernel<type_list<D...>, type_list<E...>> {
     for (int m = 0; m < n_memos; ++m)
       if (memo_slot* s = a.slots[m]) s->key = s->scalar_key = INT64_MIN;
     if constexpr (simd) {
-      if (a.stream)
-        simd_loop<true>(a);
-      else
-        simd_loop<false>(a);
+      // The streaming-store loop exists only where a pass may stream: a second copy of a
+      // large tree's loop doubled its code, and the compiler's unit-growth limit then left
+      // xsimd's exp a call per batch.
+      if constexpr (may_stream)
+        if (a.stream) return simd_loop<true>(a);
+      simd_loop<false>(a);
     } else {
       scalar_loop(a);
     }
