@@ -135,6 +135,23 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   const bool stream = k.may_stream && unit && footprint >= stream_threshold();
   // Runs of at most `chunk` elements where operands are packed: a multiple of any batch.
   constexpr std::int64_t chunk = 512;
+  // The leaves whose pointers change from run to run (moving), and those that repeat an
+  // earlier one that does (copies); the others are set once per task: inactive ones, and
+  // constant ones (one element for the whole pass, as a broadcast scalar or a gradient's
+  // seed), packed once.
+  scratch<int, 32> moving(nl), copies(nl);
+  std::size_t n_moving = 0, n_copies = 0;
+  const auto constant = [&](std::size_t l) {
+    return std::all_of(st[no + l].begin(), st[no + l].begin() + rank,
+                       [](std::int64_t x) { return x == 0; });
+  };
+  for (std::size_t l = 0; l < nl; ++l) {
+    if (!active[owner[l]] || constant(std::size_t(rep[l]))) continue;
+    if (rep[l] == int(l))
+      moving[n_moving++] = int(l);
+    else
+      copies[n_copies++] = int(l);
+  }
 
   auto body = [&](int t) {
     scratch<const void*, 32> in(nl);
@@ -165,6 +182,18 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
           packed[nl + o] = next, next += std::size_t(chunk) * size_of(outs[o].type);
     }
 
+    for (std::size_t l = 0; l < nl; ++l) { // inactive and constant leaves, once
+      if (!active[owner[l]]) {
+        in[l] = nullptr;
+      } else if (rep[l] != int(l)) {
+        in[l] = in[rep[l]];
+      } else if (constant(l)) {
+        in[l] = unit ? base[l] : packed[l];
+        if (!unit)
+          for (std::int64_t i = 0; i < chunk; ++i)
+            std::memcpy(packed[l] + i * std::int64_t(bytes[l]), base[l], bytes[l]);
+      }
+    }
     constexpr std::int64_t align = 64;
     std::int64_t lo = total * t / tasks / align * align,
                  hi = total * (t + 1) / tasks / align * align;
@@ -179,15 +208,8 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
       const std::int64_t jend = std::min(inner, j + (hi - e));
       for (std::int64_t j0 = j; j0 < jend;) {
         const std::int64_t n = unit ? jend - j0 : std::min(chunk, jend - j0);
-        for (std::size_t l = 0; l < nl; ++l) {
-          if (!active[owner[l]]) {
-            in[l] = nullptr;
-            continue;
-          }
-          if (rep[l] != int(l)) {
-            in[l] = in[rep[l]];
-            continue;
-          }
+        for (std::size_t m = 0; m < n_moving; ++m) {
+          const int l = moving[m];
           const std::int64_t s = st[no + l][outer];
           const unsigned char* p = base[l] + (row_offset(idx, st[no + l].data(), outer) + j0 * s) *
                                                  std::int64_t(bytes[l]);
@@ -205,6 +227,8 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
             in[l] = packed[l];
           }
         }
+        for (std::size_t m = 0; m < n_copies; ++m)
+          in[copies[m]] = in[rep[copies[m]]];
         for (std::size_t o = 0; o < no; ++o) {
           if (!active[o]) {
             out[o] = nullptr;
@@ -216,7 +240,8 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
                                     std::int64_t(size_of(outs[o].type))
                           : packed[nl + o];
         }
-        k.run({in.data(), scalars.data(), slots.data(), out.data(), n, stream});
+        k.run({in.data(), scalars.data(), slots.data(), slot_store.data(), n_slots, out.data(), n,
+               stream});
         for (std::size_t o = 0; o < no; ++o) {
           const std::int64_t s = st[o][outer];
           if (!active[o] || s == 1) continue;

@@ -221,7 +221,9 @@ struct kernel_args {
   const void* const* in; // per leaf: its n values, contiguous
   const flat_scalar* scalars;
   memo_slot* const* slots; // per memo site: its slot, or null
-  void* const* out;        // per output: where its n values go, or null (not this run)
+  memo_slot* fresh;        // the distinct slots, emptied at each run's start
+  int n_fresh;
+  void* const* out; // per output: where its n values go, or null (not this run)
   std::int64_t n;
   bool stream; // streaming stores (every output is the destination itself)
 };
@@ -287,8 +289,8 @@ struct host_kernel<type_list<D...>, type_list<E...>> {
   }
 
   static void run(const kernel_args& a) {
-    for (int m = 0; m < n_memos; ++m)
-      if (memo_slot* s = a.slots[m]) s->key = s->scalar_key = INT64_MIN;
+    for (int m = 0; m < a.n_fresh; ++m)
+      a.fresh[m].key = a.fresh[m].scalar_key = INT64_MIN;
     if constexpr (simd) {
       // The streaming-store loop exists only where a pass may stream: a second copy of a
       // large tree's loop doubled its code, and the compiler's unit-growth limit then left
@@ -363,8 +365,8 @@ private:
         std::memcpy(buf[k] + std::size_t(e) * w, src, w);
       in[k] = buf[k];
     }
-    for (int m = 0; m < n_memos; ++m) // positions restart at 0 for this batch
-      if (memo_slot* s = a.slots[m]) s->key = s->scalar_key = INT64_MIN;
+    for (int m = 0; m < a.n_fresh; ++m) // positions restart at 0 for this batch
+      a.fresh[m].key = a.fresh[m].scalar_key = INT64_MIN;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       const auto vals = std::make_tuple(
           (on<I>(a) ? eval_node<E, roots>::load(root<I>(in, a), 0) : batch<value_t<E>>())...);
