@@ -8,8 +8,10 @@
 // free of reductions, the reduced axes, and a fresh contiguous output (kept dims in order).
 //
 // Two executors receive that plan:
-//  - the host executor (eval/assign.hpp `pass`, reduce.hpp `run_reduction`) is compiled
-//    for each expression type: it receives the typed plan;
+//  - the host executor receives the plan as the pass type's kernel (eval/kernel.hpp: the
+//    fused loop, compiled for each tuple of expression types) and the flat lists of its
+//    leaves and targets, which eval/host_pass.hpp (compiled once) lays out and runs; a
+//    reduction (reduce.hpp `run_reduction`) is compiled for each expression type;
 //  - a device executor receives the plan type-erased at the kernel IR (ir/ir.hpp): each
 //    expression type is lowered once per specialization (leaf pattern, access), and the
 //    executor gets the lowering, the leaves, the merged iteration space and the targets
