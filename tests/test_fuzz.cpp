@@ -557,6 +557,7 @@ void fuzz_on(const kiln::device& dev) {
   };
   std::array<long, 5> per_kind{};
   long n = 0, large = 0, failures = 0, compared = 0, unbounded = 0;
+  long degenerate = 0, compared_rest = 0, unbounded_rest = 0; // cases mostly without bounds
   for (long i = std::max(0L, set.only);; ++i) {
     if (set.only >= 0 ? i > set.only : elapsed() > set.seconds) break;
     runner r{std::mt19937_64(case_seed(i)), {}, dev, set};
@@ -571,6 +572,12 @@ void fuzz_on(const kiln::device& dev) {
     large += r.c.big;
     compared += r.compared;
     unbounded += r.unbounded;
+    if (r.unbounded * 2 > r.compared) {
+      ++degenerate;
+    } else {
+      compared_rest += r.compared;
+      unbounded_rest += r.unbounded;
+    }
     if (set.only >= 0)
       std::cout << describe_any(tree, r.c, dev, std::make_integer_sequence<int, n_trees>{});
     if (!problem.empty()) {
@@ -582,10 +589,14 @@ void fuzz_on(const kiln::device& dev) {
             << " large; new tensor " << per_kind[0] << ", assign " << per_kind[1] << ", reductions "
             << per_kind[2] + per_kind[3] << ", two-output " << per_kind[4] << "); " << compared
             << " values compared, " << unbounded
-            << " with no bound (a comparison too close to call)" << std::endl;
+            << " with no bound (a comparison too close to call); " << degenerate
+            << " cases mostly without bounds" << std::endl;
   CHECK(n > 0);
-  // The bounds must leave most values checked, or the fuzzer checks little.
-  CHECK(unbounded * 50 <= compared);
+  // The bounds must leave most values checked, or the fuzzer checks little: in all but a few
+  // cases, and in those most values. (Counted over all values, one large case whose every
+  // value overflows, of 5 million values, failed a run of few cases on a loaded machine.)
+  CHECK(degenerate * 50 <= n);
+  CHECK(unbounded_rest * 50 <= compared_rest);
 }
 
 } // namespace
