@@ -13,6 +13,7 @@
 #include "kiln/eval/readers.hpp"
 #include "kiln/eval/stream.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -304,42 +305,67 @@ struct host_kernel<type_list<D...>, type_list<E...>> {
   }
 
 private:
+  static constexpr int n_leaves = leaf_start[n_out], n_scalars = scalar_start[n_out];
+
+  // A run's pointers and scalars, copied into the loop's own frame. A batch is stored through
+  // a pointer that may alias anything (xsimd's stores), so what the compiler cannot prove
+  // apart from it (the caller's arrays) it reloads after every store, twice indirect; the
+  // loop's own locals it keeps in registers. (Measured: r = a * b + c 20% slower without.)
+  struct frame {
+    const void* in[n_leaves ? n_leaves : 1];
+    flat_scalar sc[n_scalars ? n_scalars : 1];
+    memo_slot* slots[n_memos ? n_memos : 1];
+    void* out[n_out];
+    std::int64_t n;
+    explicit frame(const kernel_args& a) : n(a.n) {
+      std::copy_n(a.in, n_leaves, in);
+      std::copy_n(a.scalars, n_scalars, sc);
+      std::copy_n(a.slots, n_memos, slots);
+      std::copy_n(a.out, n_out, out);
+    }
+  };
   template <std::size_t I>
-  KILN_READER_INLINE static node_ctx root(const void* const* in, const kernel_args& a) noexcept {
-    return {in + leaf_start[I], a.scalars + scalar_start[I], a.slots + memo_start[I]};
+  KILN_READER_INLINE static node_ctx root(const void* const* in, const flat_scalar* sc,
+                                          memo_slot* const* slots) noexcept {
+    return {in + leaf_start[I], sc + scalar_start[I], slots + memo_start[I]};
+  }
+  template <std::size_t I>
+  KILN_READER_INLINE static node_ctx root(const frame& f) noexcept {
+    return root<I>(f.in, f.sc, f.slots);
   }
   // Whether output I is filled by this run: always in a one-output pass (no test).
   template <std::size_t I>
-  KILN_READER_INLINE static bool on(const kernel_args& a) noexcept {
+  KILN_READER_INLINE static bool on(void* const* out) noexcept {
     if constexpr (n_out == 1)
       return true;
     else
-      return a.out[I] != nullptr;
+      return out[I] != nullptr;
   }
 
   template <bool Stream>
   static void simd_loop(const kernel_args& a) {
     constexpr std::int64_t L = lanes();
+    const frame f(a);
     std::int64_t j = 0;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (; j + L <= a.n; j += L) {
+      for (; j + L <= f.n; j += L) {
         // All values of a position are computed before any is stored, so an output that
         // is also an input (same layout) is read before it is overwritten.
         const auto vals = std::make_tuple(
-            (on<I>(a) ? eval_node<E, roots>::load(root<I>(a.in, a), j) : batch<value_t<E>>())...);
-        (store<I, Stream>(a, j, std::get<I>(vals)), ...);
+            (on<I>(f.out) ? eval_node<E, roots>::load(root<I>(f), j) : batch<value_t<E>>())...);
+        (store<I, Stream>(f.out, j, std::get<I>(vals)), ...);
       }
     }
     (std::index_sequence_for<E...>{});
-    if (j < a.n) tail(a, j);
+    if (j < f.n) tail(a, j);
   }
 
   template <std::size_t I, bool Stream, class V>
-  KILN_READER_INLINE static void store(const kernel_args& a, std::int64_t j,
+  KILN_READER_INLINE static void store(void* const* out, std::int64_t j,
                                        const batch<V>& v) noexcept {
     using T = std::tuple_element_t<I, std::tuple<D...>>;
-    if (!on<I>(a)) return;
-    T* p = static_cast<T*>(a.out[I]) + j;
+    if (!on<I>(out)) return;
+    T* p = static_cast<T*>(out[I]) + j;
     const batch<T> d = batch_convert<T>(v);
     if constexpr (Stream)
       stream_store(p, d);
@@ -352,7 +378,6 @@ private:
   // run happened to end.
   [[gnu::noinline]] static void tail(const kernel_args& a, std::int64_t j) {
     constexpr int L = lanes();
-    constexpr int n_leaves = leaf_start[n_out];
     const std::int64_t r = a.n - j;
     alignas(64) unsigned char buf[n_leaves ? n_leaves : 1][64];
     const void* in[n_leaves ? n_leaves : 1] = {};
@@ -369,11 +394,12 @@ private:
       a.fresh[m].key = a.fresh[m].scalar_key = INT64_MIN;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       const auto vals = std::make_tuple(
-          (on<I>(a) ? eval_node<E, roots>::load(root<I>(in, a), 0) : batch<value_t<E>>())...);
+          (on<I>(a.out) ? eval_node<E, roots>::load(root<I>(in, a.scalars, a.slots), 0)
+                        : batch<value_t<E>>())...);
       (
           [&] {
             using T = std::tuple_element_t<I, std::tuple<D...>>;
-            if (!on<I>(a)) return;
+            if (!on<I>(a.out)) return;
             alignas(64) T tmp[L];
             batch_convert<T>(std::get<I>(vals)).store_aligned(tmp);
             std::memcpy(static_cast<T*>(a.out[I]) + j, tmp, std::size_t(r) * sizeof(T));
@@ -384,14 +410,15 @@ private:
   }
 
   static void scalar_loop(const kernel_args& a) {
+    const frame f(a);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (std::int64_t j = 0; j < a.n; ++j) {
+      for (std::int64_t j = 0; j < f.n; ++j) {
         const auto vals = std::make_tuple(
-            (on<I>(a) ? eval_node<E, roots>::at(root<I>(a.in, a), j) : value_t<E>())...);
+            (on<I>(f.out) ? eval_node<E, roots>::at(root<I>(f), j) : value_t<E>())...);
         (
             [&] {
               using T = std::tuple_element_t<I, std::tuple<D...>>;
-              if (on<I>(a)) static_cast<T*>(a.out[I])[j] = convert<T>(std::get<I>(vals));
+              if (on<I>(f.out)) static_cast<T*>(f.out[I])[j] = convert<T>(std::get<I>(vals));
             }(),
             ...);
       }
