@@ -132,11 +132,7 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
     std::int64_t lo = total * t / tasks, hi = total * (t + 1) / tasks;
     const int outer = mrank - 1;
     std::int64_t idx[max_rank] = {};
-    std::int64_t row = lo / inner, j = lo % inner;
-    for (int d = outer - 1; d >= 0; --d) {
-      idx[d] = row % space.extents[d];
-      row /= space.extents[d];
-    }
+    std::int64_t j = space.locate(lo, idx);
     for (std::int64_t e0 = lo; e0 < hi;) {
       rd.set_row(idx, outer);
       ac.set_row(idx, outer);
@@ -145,10 +141,7 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
       fold_segment<R, E>(rd, ac, ic, j, jend);
       e0 += jend - j;
       j = 0;
-      for (int d = outer - 1; d >= 0; --d) {
-        if (++idx[d] < space.extents[d]) break;
-        idx[d] = 0;
-      }
+      space.next_row(idx);
     }
   };
   if (total == 0) {

@@ -6,7 +6,8 @@
 namespace kiln::detail {
 
 // Copies n elements of `bytes` bytes each from src to dst, `from` and `to` elements apart:
-// packing a strided operand (to = 1) or writing a strided output back (from = 1).
+// packing a strided operand (to = 1; from = 0 fills with one value) or writing a strided
+// output back (from = 1).
 inline void copy_strided(unsigned char* dst, std::int64_t to, const unsigned char* src,
                          std::int64_t from, std::int64_t n, std::size_t bytes) noexcept {
   const auto walk = [&]<class U>(U) {
@@ -26,10 +27,6 @@ inline void copy_strided(unsigned char* dst, std::int64_t to, const unsigned cha
   }
 }
 
-// Gives each memo site its slot: an earlier active site's, where both are of one type and
-// read the same leaves (rep: a leaf's first equal leaf: same memory, size and strides) and
-// the same scalars bit for bit; else a new one. Returns the number of slots; shared[s]
-// says whether another site has site s's slot (a slot nobody shares only costs stores).
 KILN_CORE_INLINE int index_memo_sites(std::span<const memo_site> sites,
                                       std::span<const bool> active, std::span<const int> rep,
                                       std::span<const flat_scalar> scalars, int* slot,
@@ -58,8 +55,6 @@ KILN_CORE_INLINE int index_memo_sites(std::span<const memo_site> sites,
   return slots;
 }
 
-// Runs kernel k over `shape` (the active outputs' shape): outputs, then the leaves and
-// scalars of every output's tree in order, leaves of inactive outputs ignored.
 KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const host_output> outs,
                                     std::span<const flat_leaf> leaves,
                                     std::span<const flat_scalar> scalars,
@@ -187,11 +182,9 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
         in[l] = nullptr;
       } else if (rep[l] != int(l)) {
         in[l] = in[rep[l]];
-      } else if (constant(l)) {
-        in[l] = unit ? base[l] : packed[l];
-        if (!unit)
-          for (std::int64_t i = 0; i < chunk; ++i)
-            std::memcpy(packed[l] + i * std::int64_t(bytes[l]), base[l], bytes[l]);
+      } else if (constant(l)) { // (stride 0 along the row: never a unit pass)
+        copy_strided(packed[l], 1, base[l], 0, chunk, bytes[l]);
+        in[l] = packed[l];
       }
     }
     constexpr std::int64_t align = 64;
@@ -199,11 +192,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
                  hi = total * (t + 1) / tasks / align * align;
     if (t == tasks - 1) hi = total;
     std::int64_t idx[max_rank] = {};
-    std::int64_t row = lo / inner, j = lo % inner;
-    for (int d = outer - 1; d >= 0; --d) {
-      idx[d] = row % space.extents[d];
-      row /= space.extents[d];
-    }
+    std::int64_t j = space.locate(lo, idx);
     for (std::int64_t e = lo; e < hi;) {
       const std::int64_t jend = std::min(inner, j + (hi - e));
       for (std::int64_t j0 = j; j0 < jend;) {
@@ -217,8 +206,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
             in[l] = p;
           } else if (s == 0) { // one value along the row: filled when it changes
             if (packed_from[l] != p) {
-              for (std::int64_t i = 0; i < chunk; ++i)
-                std::memcpy(packed[l] + i * std::int64_t(bytes[l]), p, bytes[l]);
+              copy_strided(packed[l], 1, p, 0, chunk, bytes[l]);
               packed_from[l] = p;
             }
             in[l] = packed[l];
@@ -254,10 +242,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
       }
       e += jend - j;
       j = 0;
-      for (int d = outer - 1; d >= 0; --d) {
-        if (++idx[d] < space.extents[d]) break;
-        idx[d] = 0;
-      }
+      space.next_row(idx);
     }
     if (stream) stream_fence();
   };
