@@ -12,7 +12,6 @@
 // where the kernel's code is split into functions: the rest of the tree inlines, so a
 // subtree type's code exists once, however often the type occurs.
 #include "kiln/eval/readers.hpp"
-#include "kiln/eval/stream.hpp"
 #include "kiln/ops/arithmetic.hpp"
 
 #include <array>

@@ -1,7 +1,9 @@
 #pragma once
-// The host evaluator's view of an expression: a tree of readers mirroring the expression
-// tree. A leaf reader walks its tensor over the merged iteration space one row at a time;
-// an op reader applies the op's host() (scalar) or simd() (xsimd batch) to its children.
+// A reduction's view of its input expression on the host (reduce.hpp): a tree of readers
+// mirroring the expression tree. A leaf reader walks its tensor over the merged iteration
+// space one row at a time; an op reader applies the op's host() (scalar) or simd() (xsimd
+// batch) to its children. Also what the host evaluator's kernel shares with it (kernel.hpp):
+// batches, lane widths, the gate's short circuit.
 #include "kiln/expr.hpp"
 #include "kiln/tensor.hpp"
 
@@ -13,11 +15,10 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/transform.hpp>
 
-// A reader's per-element functions are inlined into the pass's loop, all the way down to
-// the memo readers (memo.hpp), whose computing path is one out-of-line function per
-// subtree type. Left to itself, the compiler stops inlining in a large tree (a gradient's)
-// and every node becomes a call that passes its batch through memory: measured, the calls
-// cost more than the arithmetic.
+// A reader's per-element functions are inlined into the loop, all the way down. Left to
+// itself, the compiler stops inlining in a large tree (a gradient's) and every node becomes
+// a call that passes its batch through memory: measured, the calls cost more than the
+// arithmetic.
 #define KILN_READER_INLINE [[gnu::always_inline]] inline
 
 namespace kiln::detail {
@@ -72,13 +73,6 @@ struct lane_bytes_of<expr_node<Op, C...>> {
 template <class E>
 inline constexpr std::size_t lane_bytes = lane_bytes_of<std::remove_cvref_t<E>>::value;
 
-template <class T>
-T first_lane(const batch<T>& b) {
-  alignas(64) T tmp[batch<T>::size];
-  b.store_aligned(tmp);
-  return tmp[0];
-}
-
 // The offset of a row: the outer part of the multi-index dotted with the strides.
 inline std::int64_t row_offset(const std::int64_t* idx, const std::int64_t* st,
                                int outer) noexcept {
@@ -107,8 +101,7 @@ struct row_cursor {
 };
 
 // --- readers
-// at(j): element j of the current row; load(j): a batch from j on; splat(j): element j
-// in every lane (to run the batch arithmetic on a single element).
+// at(j): element j of the current row; load(j): a batch from j on.
 template <element T>
 struct leaf_reader : row_cursor<const T> {
   using row_cursor<const T>::row;
@@ -133,9 +126,6 @@ struct leaf_reader : row_cursor<const T> {
       tmp[k] = row[(j + std::int64_t(k)) * inner];
     return batch<T>::load_aligned(tmp);
   }
-  KILN_READER_INLINE batch<T> splat(std::int64_t j) const noexcept {
-    return batch<T>(row[j * inner]);
-  }
 };
 
 template <element T>
@@ -148,7 +138,6 @@ struct scalar_reader {
   batch<T> load(std::int64_t) const noexcept {
     return batch<T>(value);
   }
-  batch<T> splat(std::int64_t) const noexcept { return batch<T>(value); }
 };
 
 // An op with `short_circuit` (autodiff's gate: operand 0 where operand 1 is non-zero, else
@@ -172,10 +161,7 @@ struct op_reader {
   }
   template <bool Unit = false>
   KILN_READER_INLINE batch<value_type> load(std::int64_t j) const noexcept {
-    return simd_impl<Unit>(j, std::false_type{}, std::index_sequence_for<R...>{});
-  }
-  KILN_READER_INLINE batch<value_type> splat(std::int64_t j) const noexcept {
-    return simd_impl<false>(j, std::true_type{}, std::index_sequence_for<R...>{});
+    return simd_impl<Unit>(j, std::index_sequence_for<R...>{});
   }
 
 private:
@@ -193,25 +179,17 @@ private:
     return convert<value_type>(
         Op::host(convert<compute_t<operand_t<I>>>(hana::at_c<I>(children).at(j))...));
   }
-  template <bool Unit, bool Splat, std::size_t... I>
-  KILN_READER_INLINE batch<value_type> simd_impl(std::int64_t j, std::bool_constant<Splat>,
+  template <bool Unit, std::size_t... I>
+  KILN_READER_INLINE batch<value_type> simd_impl(std::int64_t j,
                                                  std::index_sequence<I...>) const noexcept {
     if constexpr (short_circuits<Op>) {
-      const auto m =
-          batch_convert<operand_t<1>>(Splat ? hana::at_c<1>(children).splat(j)
-                                            : hana::at_c<1>(children).template load<Unit>(j));
+      const auto m = batch_convert<operand_t<1>>(hana::at_c<1>(children).template load<Unit>(j));
       if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
-      return batch_convert<value_type>(Op::simd(
-          batch_convert<operand_t<0>>(Splat ? hana::at_c<0>(children).splat(j)
-                                            : hana::at_c<0>(children).template load<Unit>(j)),
-          m));
+      return batch_convert<value_type>(
+          Op::simd(batch_convert<operand_t<0>>(hana::at_c<0>(children).template load<Unit>(j)), m));
     }
-    if constexpr (Splat)
-      return batch_convert<value_type>(
-          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).splat(j))...));
-    else
-      return batch_convert<value_type>(
-          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).template load<Unit>(j))...));
+    return batch_convert<value_type>(
+        Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).template load<Unit>(j))...));
   }
 };
 
@@ -249,36 +227,10 @@ auto make_reader(const expr_node<Op, C...>& n, Next& next) {
   });
 }
 
-// Whether every leaf of a reader tree walks its row with stride 1.
-template <class R>
-bool all_unit(const R& r) {
-  if constexpr (requires { r.wrapped; }) { // a memo reader (memo.hpp)
-    return all_unit(r.wrapped);
-  } else if constexpr (requires { r.children; }) {
-    // A gate switched off by a constant mask reads nothing below it (autodiff's terms for
-    // other tensors, whose leaves are rank-0 zeros).
-    if constexpr (short_circuits<typename R::op>) {
-      if constexpr (requires { hana::at_c<1>(r.children).value; }) {
-        const auto m = hana::at_c<1>(r.children).value;
-        if (m == decltype(m)(0)) return true;
-      }
-    }
-    bool unit = true;
-    hana::for_each(r.children, [&](const auto& c) { unit = unit && all_unit(c); });
-    return unit;
-  } else if constexpr (requires { r.st; }) {
-    return r.inner == 1;
-  } else {
-    return true; // a scalar
-  }
-}
-
 // Points every leaf reader of a tree at its innermost stride (set after merging).
 template <class R>
 void set_inner(R& r, int inner_dim) {
-  if constexpr (requires { r.wrapped; })
-    set_inner(r.wrapped, inner_dim);
-  else if constexpr (requires { r.children; })
+  if constexpr (requires { r.children; })
     hana::for_each(r.children, [&](auto& c) { set_inner(c, inner_dim); });
   else if constexpr (requires { r.st; })
     r.inner = r.st[inner_dim];
