@@ -128,8 +128,8 @@ int child(const kiln::device& dev) {
   auto& be = dynamic_cast<kiln::jit::jit_backend&>(*kiln::backend_for(dev));
   const auto e = kiln::cbrt(x) * 2.0f;
   kiln::jit::leaf_table lt;
-  kiln::jit::collect(e, lt);
-  const auto k = be.compile(kiln::jit::lower({kiln::dtype::f32}, lt.pattern, false, 1, false, e));
+  kiln::jit::collect(lt, e);
+  const auto k = be.compile(kiln::jit::lower(lt.pattern, false, 1, false, e));
   std::printf("%.3f %d %.3f\n", first, int(k->from_cache), k->compile_ms);
   return v > 0 ? 0 : 1;
 }

@@ -22,9 +22,8 @@ namespace jit = kiln::jit;
 template <class... E>
 jit::kernel_ir ir_of(bool strided, int rank, bool wide, const E&... exprs) {
   jit::leaf_table lt;
-  (jit::collect(exprs, lt), ...);
-  return jit::lower({kiln::dtype_of<kiln::value_t<E>>()...}, lt.pattern, strided, rank, wide,
-                    exprs...);
+  jit::collect(lt, exprs...);
+  return jit::lower(lt.pattern, strided, rank, wide, exprs...);
 }
 template <class Tuple>
 jit::kernel_ir ir_of_tuple(bool strided, int rank, bool wide, const Tuple& t) {

@@ -8,6 +8,7 @@
 #include "kiln/eval/assign.hpp"
 #include "kiln/expr.hpp"
 #include "kiln/half.hpp"
+#include "kiln/instances.hpp"
 #include "kiln/ops/arithmetic.hpp"
 #include "kiln/ops/compare.hpp"
 #include "kiln/ops/logical.hpp"

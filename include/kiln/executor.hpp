@@ -25,6 +25,7 @@
 #include "kiln/backend.hpp"
 #include "kiln/ir/ir.hpp"
 #include "kiln/layout.hpp"
+#include "kiln/linkage.hpp"
 #include "kiln/storage.hpp"
 
 #include <array>
@@ -140,6 +141,8 @@ private:
 struct lowering_table {
   std::mutex mutex;
   std::vector<std::unique_ptr<lowered_pass>> entries;
+  lowering_table() = default;
+  KILN_CORE_INLINE ~lowering_table(); // out of line: one copy per program
 
   // The entry for this specialization, lowered by `lower()` on first use.
   template <class Lower>
@@ -191,7 +194,7 @@ using operand_strides = std::array<std::int64_t, max_rank>;
 struct device_pass {
   const lowered_pass& lowered;
   std::span<const device_leaf> inputs;
-  std::span<const std::uint64_t> scalars; // bits of each scalar parameter (ir::make_scalar)
+  std::span<const std::uint64_t> scalars; // bits of each scalar parameter (ir::leaf_table)
   const kiln::shape& extents;
   std::span<const operand_strides> strides;
   std::int64_t n;
@@ -241,3 +244,7 @@ inline device_executor& executor_of(const storage& s, const char* op) {
 }
 
 } // namespace kiln
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/executor_impl.hpp"
+#endif

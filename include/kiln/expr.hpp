@@ -93,15 +93,21 @@ const kiln::shape& shape_of(const expr_node<Op, C...>& n) {
   return n.out_shape;
 }
 
-namespace detail {
+} // namespace kiln
+
 // Out of line, one copy per program: inlined into every node's constructor, the shape
-// checks and their error messages were a third of a gradient file's object code.
-[[gnu::noinline]] inline void broadcast_operand(kiln::shape& acc, const kiln::shape& s,
-                                                const char* op) {
-  if (!broadcast_into(acc, s))
-    throw error(op, "shapes cannot be broadcast together",
-                "shapes " + acc.str() + " and " + s.str());
-}
+// checks and their error messages were a third of a gradient file's object code. (Defined
+// here when header-only: GCC takes noinline only on an inline function's definition.)
+#if KILN_CORE_DEFINITIONS
+#include "kiln/expr_impl.hpp"
+#else
+namespace kiln::detail {
+void broadcast_operand(kiln::shape& acc, const kiln::shape& s, const char* op);
+} // namespace kiln::detail
+#endif
+
+namespace kiln {
+namespace detail {
 template <class X>
 inline constexpr bool is_scalar_operand = false;
 template <class T>

@@ -2,6 +2,7 @@
 // kiln::shape: the extents of a tensor (at most max_rank dims, stored inline so shape
 // arithmetic never allocates), and numpy broadcasting of shapes.
 #include "kiln/error.hpp"
+#include "kiln/linkage.hpp"
 
 #include <algorithm>
 #include <array>
@@ -105,50 +106,25 @@ inline std::int64_t numel(const shape& s) noexcept {
 // The element count of a shape about to be used for a tensor or view, or a kiln::error
 // naming `op`: a negative extent, or a count (or its size in bytes, for `elem_bytes`) that
 // does not fit in int64, would otherwise wrap into a small or negative size.
-inline std::int64_t checked_numel(const shape& s, const char* op, std::int64_t elem_bytes = 1) {
-  std::int64_t n = 1;
-  bool wrapped = false;
-  for (auto e : s) {
-    if (e < 0) throw error(op, "negative extent", "shape " + s.str());
-    wrapped = wrapped || __builtin_mul_overflow(n, e, &n);
-  }
-  std::int64_t bytes = 0;
-  if (!wrapped && !__builtin_mul_overflow(n, elem_bytes, &bytes)) return n;
-  // A zero extent makes the count 0 however large the others are.
-  if (std::find(s.begin(), s.end(), std::int64_t{0}) != s.end()) return 0;
-  throw error(op, "shape too large",
-              "shape " + s.str() + " has more than 2^63 " +
-                  (elem_bytes > 1 ? "bytes" : "elements"));
-}
+KILN_CORE_INLINE std::int64_t checked_numel(const shape& s, const char* op,
+                                            std::int64_t elem_bytes = 1);
 
 // numpy broadcasting: align on the right; a dim of 1 stretches.
-inline bool broadcast_into(shape& acc, const shape& s) {
-  const int r = std::max(acc.size(), s.size());
-  shape out(r, 1);
-  for (int i = 0; i < r; ++i) {
-    const int ia = i - (r - acc.size()), is = i - (r - s.size());
-    const std::int64_t a = ia >= 0 ? acc[ia] : 1, b = is >= 0 ? s[is] : 1;
-    if (a != b && a != 1 && b != 1) return false;
-    out[i] = a == 1 ? b : a;
-  }
-  acc = out;
-  return true;
-}
+KILN_CORE_INLINE bool broadcast_into(shape& acc, const shape& s);
 
-inline shape broadcast_shapes(const shape& a, const shape& b, const char* op = "broadcast") {
-  shape r = a;
-  if (!broadcast_into(r, b))
-    throw error(op, "shapes cannot be broadcast together", "shapes " + a.str() + " and " + b.str());
-  checked_numel(r, op);
-  return r;
-}
+KILN_CORE_INLINE shape broadcast_shapes(const shape& a, const shape& b,
+                                        const char* op = "broadcast");
 
 // Normalizes a possibly negative axis against a rank, or throws naming the op.
-inline int normalize_axis(std::int64_t axis, int rank, const char* op) {
-  if (axis < -rank || axis >= rank)
-    throw error(op, "axis " + std::to_string(axis) + " is out of range",
-                "tensor of rank " + std::to_string(rank));
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
+KILN_CORE_INLINE int normalize_axis(std::int64_t axis, int rank, const char* op);
 
 } // namespace kiln
+
+#ifdef KILN_COMPILED_CORE
+// The dims of shapes and strides, compiled once with the core (kiln/instances_impl.hpp).
+extern template class kiln::small_dims<std::int64_t>;
+#endif
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/shape_impl.hpp"
+#endif

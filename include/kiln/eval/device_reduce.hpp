@@ -32,8 +32,9 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   if (nout == 0) return;
   device_executor& ex = executor_of(*out.storage(), R::name);
 
+  const flat_pass<E> flat(e);
   ir::leaf_table lt;
-  ir::collect(e, lt);
+  lt.add(ir::description<E>, flat.leaf_span(), flat.scalar_span());
   if constexpr (!is_tensor_v<E>) {
     // A hand-written kernel takes a tensor; a kernel binds a bounded number of buffers.
     if (ex.needs_tensor_input(R::name, lt.inputs.size())) {
@@ -65,7 +66,9 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   const lowered_pass& lowered =
       lowerings_of<std::tuple<R, E, reduced>>().find(lt.pattern, strided, mrank, wide, [&] {
         ++lowering_count();
-        return ir::lower({dtype_of<V>()}, lt.pattern, strided, mrank, wide, e);
+        const dtype value[] = {dtype_of<V>()};
+        const std::span<const ir::node_desc> exprs[] = {ir::description<E>};
+        return ir::lower(value, lt.pattern, strided, mrank, wide, exprs);
       });
   std::vector<std::uint64_t> bits;
   ex.reduce(device_reduction{reduction_info_of<R>, lowered, lt.inputs, scalar_bits(lt, bits),

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 namespace kiln::detail {
 
@@ -70,20 +71,26 @@ void flatten(const expr_node<Op, C...>& n, flat_leaf*& leaves, flat_scalar*& sca
   hana::for_each(n.children, [&](const auto& c) { flatten(c, leaves, scalars); });
 }
 
-// The flat form of one expression; it points into the expression, which must outlive it.
-template <class E>
-struct flat_expr {
-  static_assert(plain_tree<E>, "kiln: a pass computes trees of tensors, scalars and ops");
+// The flat form of the expressions of a pass, one after another; it points into them,
+// which must outlive it.
+template <class... E>
+struct flat_pass {
+  static_assert((plain_tree<E> && ...), "kiln: a pass computes trees of tensors, scalars and ops");
+  static constexpr int n_leaves = (0 + ... + leaf_count<E>);
+  static constexpr int n_scalars = (0 + ... + scalar_count<E>);
   // (One element at least: a zero-length array member is not standard.)
-  std::array<flat_leaf, leaf_count<E> ? leaf_count<E> : 1> leaves;
-  std::array<flat_scalar, scalar_count<E> ? scalar_count<E> : 1> scalars;
-  explicit flat_expr(const E& e) {
+  std::array<flat_leaf, n_leaves ? n_leaves : 1> leaves;
+  std::array<flat_scalar, n_scalars ? n_scalars : 1> scalars;
+  explicit flat_pass(const E&... e) {
     flat_leaf* l = leaves.data();
     flat_scalar* s = scalars.data();
-    flatten(e, l, s);
+    (flatten(e, l, s), ...);
   }
-  std::span<const flat_leaf> leaf_span() const { return {leaves.data(), leaf_count<E>}; }
-  std::span<const flat_scalar> scalar_span() const { return {scalars.data(), scalar_count<E>}; }
+  std::span<const flat_leaf> leaf_span() const { return {leaves.data(), n_leaves}; }
+  std::span<const flat_scalar> scalar_span() const { return {scalars.data(), n_scalars}; }
 };
+
+template <class E>
+using flat_expr = flat_pass<E>;
 
 } // namespace kiln::detail

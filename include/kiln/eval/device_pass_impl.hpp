@@ -1,0 +1,93 @@
+#pragma once
+// The definitions of a device pass's untyped part (declared in device_pass.hpp; see
+// kiln/linkage.hpp for where they are compiled).
+#include "kiln/eval/device_pass.hpp"
+
+#include <limits>
+#include <vector>
+
+namespace kiln::detail {
+
+KILN_CORE_INLINE bool needs_wide_index(std::int64_t n, std::span<const device_leaf> leaves,
+                                       std::span<const storage* const> targets) {
+  auto big = [](const kiln::storage* s) {
+    return s->count() > std::numeric_limits<std::int32_t>::max();
+  };
+  bool wide = n >= narrow_index_limit;
+  for (const auto* t : targets)
+    wide = wide || big(t);
+  for (const auto& l : leaves)
+    wide = wide || big(l.storage);
+  return wide;
+}
+
+KILN_CORE_INLINE bool is_strided(const kiln::shape& extents,
+                                 std::span<const operand_strides> strides) {
+  bool strided = extents.size() != 1;
+  for (const auto& st : strides)
+    strided = strided || st[0] != 1;
+  return strided;
+}
+
+KILN_CORE_INLINE std::span<const std::uint64_t> scalar_bits(const ir::leaf_table& lt,
+                                                            std::vector<std::uint64_t>& bits) {
+  bits.clear();
+  for (const auto& s : lt.scalars)
+    bits.push_back(s.bits);
+  return bits;
+}
+
+KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const flat_leaf> targets,
+                                      const kiln::shape& shape,
+                                      std::span<const std::span<const ir::node_desc>> exprs,
+                                      std::span<const flat_leaf> leaves,
+                                      std::span<const flat_scalar> scalars) {
+  const std::int64_t n = numel(shape);
+  if (n == 0) return;
+  device_executor& ex = executor_of(*targets[0].storage, "eval");
+
+  // Reused by every pass of a thread: a pass allocates nothing once they have grown.
+  thread_local ir::leaf_table lt;
+  lt.clear();
+  for (const auto& nodes : exprs) {
+    std::size_t nl = 0, ns = 0;
+    for (const auto& d : nodes) {
+      nl += d.code == ir::ir_code::load;
+      ns += d.code == ir::ir_code::param;
+    }
+    lt.add(nodes, leaves.first(nl), scalars.first(ns));
+    leaves = leaves.subspan(nl);
+    scalars = scalars.subspan(ns);
+  }
+
+  thread_local iteration_space space;
+  space.strides.clear();
+  thread_local std::vector<const storage*> stores;
+  thread_local std::vector<const layout*> layouts;
+  thread_local std::vector<dtype> types;
+  stores.clear();
+  layouts.clear();
+  types.clear();
+  for (const auto& t : targets) {
+    space.add(*t.layout, shape);
+    stores.push_back(t.storage);
+    layouts.push_back(t.layout);
+    types.push_back(t.type);
+  }
+  for (const auto& l : lt.inputs)
+    space.add(*l.layout, shape);
+  space.merge(shape);
+  const bool strided = is_strided(space.extents, space.strides);
+  const int rank = space.extents.size();
+  const bool wide = needs_wide_index(n, lt.inputs, stores);
+
+  const lowered_pass& lowered = table.find(lt.pattern, strided, rank, wide, [&] {
+    ++lowering_count();
+    return ir::lower(types, lt.pattern, strided, rank, wide, exprs);
+  });
+  thread_local std::vector<std::uint64_t> bits;
+  ex.run(device_pass{lowered, lt.inputs, scalar_bits(lt, bits), space.extents, space.strides, n,
+                     stores, layouts});
+}
+
+} // namespace kiln::detail

@@ -1,0 +1,82 @@
+#pragma once
+// An expression type as data: its nodes in post-order (children left to right, then the
+// node), each with the dtypes lowering needs. The description is a constant made at
+// compile time for each expression type; lowering it to the IR (lower.hpp) is ordinary
+// code, compiled once per program rather than once per expression type.
+#include "kiln/expr.hpp"
+#include "kiln/ir/ir.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+namespace kiln::ir {
+
+template <class Op>
+inline constexpr ir_op op_info = {Op::name, &Op::glsl, &Op::cuda, &Op::msl};
+
+// One node. Each computes as the host evaluator does: operands converted to the op's
+// operand compute dtypes, the op's host() result, converted to the node's value dtype.
+struct node_desc {
+  ir_code code = ir_code::load; // load (a tensor leaf), param (a scalar leaf) or apply
+  dtype type = dtype::f32;      // the node's value dtype
+  dtype result = dtype::f32;    // apply: the dtype of the op's host() result
+  dtype compute = dtype::f32;   // the instruction's compute dtype (picks the spelling)
+  std::uint8_t nargs = 0;
+  std::array<dtype, 3> operand{}; // apply: each operand's compute dtype
+  const ir_op* op = nullptr;
+};
+
+template <class E>
+inline constexpr std::size_t node_count = 1;
+template <class Op, class... C>
+inline constexpr std::size_t node_count<expr_node<Op, C...>> = (1 + ... + node_count<C>);
+
+template <class E>
+struct describer; // put(p): writes E's nodes at p, in post-order, and advances p
+
+template <class T>
+struct describer<tensor<T>> {
+  static constexpr void put(node_desc*& p) {
+    *p++ = {ir_code::load, dtype_of<T>(), dtype_of<T>(), compute_dtype(dtype_of<T>())};
+  }
+};
+template <class T>
+struct describer<scalar_expr<T>> {
+  static constexpr void put(node_desc*& p) {
+    *p++ = {ir_code::param, dtype_of<T>(), dtype_of<T>(), compute_dtype(dtype_of<T>())};
+  }
+};
+template <class Op, class... C>
+struct describer<expr_node<Op, C...>> {
+  static_assert(sizeof...(C) >= 1 && sizeof...(C) <= 3, "kiln: an op takes 1 to 3 operands");
+  template <std::size_t I>
+  using operand = typename Op::rule::template operand<I, value_t<C>...>;
+
+  template <std::size_t... I>
+  static constexpr node_desc node(std::index_sequence<I...>) {
+    using result = decltype(Op::host(std::declval<compute_t<operand<I>>>()...));
+    node_desc d{ir_code::apply, dtype_of<value_t<expr_node<Op, C...>>>(), dtype_of<result>(),
+                compute_dtype(dtype_of<operand<sizeof...(C) - 1>>()),
+                static_cast<std::uint8_t>(sizeof...(C))};
+    ((d.operand[I] = compute_dtype(dtype_of<operand<I>>())), ...);
+    d.op = &op_info<Op>;
+    return d;
+  }
+  static constexpr void put(node_desc*& p) {
+    (describer<C>::put(p), ...);
+    *p++ = node(std::index_sequence_for<C...>{});
+  }
+};
+
+template <class E>
+inline constexpr std::array<node_desc, node_count<E>> description = [] {
+  std::array<node_desc, node_count<E>> a{};
+  node_desc* p = a.data();
+  describer<E>::put(p);
+  return a;
+}();
+
+} // namespace kiln::ir
