@@ -1,6 +1,7 @@
 #pragma once
-// The definitions of kiln's non-template functions (see kiln/linkage.hpp): compiled once,
-// by <kiln/jit/src.hpp>, where KILN_COMPILED_CORE is defined.
+// The definitions of kiln's non-template functions, and the instances of kiln/instances.hpp
+// (see kiln/linkage.hpp): compiled once, by <kiln/jit/src.hpp>, where KILN_COMPILED_CORE is
+// defined.
 #include "kiln/backend_impl.hpp"
 #include "kiln/core.hpp"
 #include "kiln/device_impl.hpp"

@@ -227,6 +227,8 @@ struct device_reduction {
 class device_executor {
 public:
   virtual ~device_executor() = default;
+  // run and reduce must not evaluate kiln expressions themselves: the planner's per-thread
+  // state (eval/device_pass_impl.hpp) is in use while they run.
   virtual void run(const device_pass& p) = 0;
   virtual void reduce(const device_reduction& r) = 0;
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is

@@ -96,8 +96,8 @@ const kiln::shape& shape_of(const expr_node<Op, C...>& n) {
 } // namespace kiln
 
 // Out of line, one copy per program: inlined into every node's constructor, the shape
-// checks and their error messages were a third of a gradient file's object code. (Defined
-// here when header-only: GCC takes noinline only on an inline function's definition.)
+// checks and their error messages were a third of a gradient file's object code. Declared
+// (or, header-only, defined) here, before broadcast_children calls it.
 #if KILN_CORE_DEFINITIONS
 #include "kiln/expr_impl.hpp"
 #else

@@ -1,12 +1,15 @@
 #pragma once
-// Where kiln's non-template functions (the host pass, the planner, errors...) are
-// compiled. By default they are inline, in every file that includes kiln (header-only).
-// With KILN_COMPILED_CORE defined in every file of a program (CMake's kiln::kiln defines
-// it), the headers only declare them, and they are compiled once, with the device runtime:
-// in the kiln_runtime library, or, without CMake, in the one file that includes
-// <kiln/jit/src.hpp>. Each header with such functions keeps their definitions in a sibling
-// *_impl.hpp, which it includes unless KILN_COMPILED_CORE is defined; kiln/core_impl.hpp
-// lists them all.
+// Where kiln's non-template functions (the host pass, the planner, device lowering, shape
+// arithmetic, errors...) are compiled. By default they are inline, in every file that
+// includes kiln (header-only). With KILN_COMPILED_CORE defined in every file of a program
+// (CMake's kiln::kiln defines it), the headers only declare them, and they are compiled
+// once, with the device runtime: in the kiln_runtime library, or, without CMake, in the one
+// file that includes <kiln/jit/src.hpp>. Each header with such functions keeps their
+// definitions in a sibling *_impl.hpp, which it includes unless KILN_COMPILED_CORE is
+// defined; kiln/core_impl.hpp lists them all. With the macro, tensor<T> and a few creation
+// templates are also instantiated there for every dtype (kiln/instances.hpp): the program's
+// files and the runtime must then be compiled with the same ABI-affecting flags (as with
+// any library; _GLIBCXX_DEBUG in one and not the other, say, is not supported).
 #ifdef KILN_COMPILED_CORE
 #define KILN_CORE_INLINE
 #define KILN_CORE_DEFINITIONS 0

@@ -71,8 +71,8 @@ void check_devices(const E& e, const kiln::device& where, const char* op) {
   });
 }
 
-// The GPU executor, defined by the JIT (jit/kiln/jit/backend/run_pass.hpp): outputs of one shape
-// on one device, computed together, after the planner below has made sure that no target
+// A pass on a GPU device (eval/device_pass.hpp, included at the end): outputs of one shape on
+// one device, computed together, after the planner below has made sure that no target
 // overlaps what any output reads (else everything goes through temporaries).
 template <class... O>
 void device_run(const O&... outs);

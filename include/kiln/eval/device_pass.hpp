@@ -32,7 +32,7 @@ KILN_CORE_INLINE std::span<const std::uint64_t> scalar_bits(const ir::leaf_table
 // lowerings of this tuple of expression types are kept in `table`.
 KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const flat_leaf> targets,
                                       const kiln::shape& shape,
-                                      std::span<const std::span<const ir::node_desc>> exprs,
+                                      std::span<const ir::expr_description> exprs,
                                       std::span<const flat_leaf> leaves,
                                       std::span<const flat_scalar> scalars);
 
@@ -43,8 +43,8 @@ void device_run(const O&... outs) {
   const flat_pass<typename O::expr_type...> flat(*outs.expr...);
   const std::array<flat_leaf, sizeof...(O)> targets{
       flat_leaf{outs.dst.storage().get(), &outs.dst.layout(), dtype_of<typename O::dst_type>()}...};
-  static constexpr std::array<std::span<const ir::node_desc>, sizeof...(O)> exprs{
-      ir::description<typename O::expr_type>...};
+  static constexpr std::array<ir::expr_description, sizeof...(O)> exprs{
+      ir::described<typename O::expr_type>...};
   using key = std::tuple<typename O::dst_type..., typename O::expr_type...>;
   run_device_pass(lowerings_of<key>(), targets, std::get<0>(std::tie(outs...)).dst.shape(), exprs,
                   flat.leaf_span(), flat.scalar_span());

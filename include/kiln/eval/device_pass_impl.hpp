@@ -39,7 +39,7 @@ KILN_CORE_INLINE std::span<const std::uint64_t> scalar_bits(const ir::leaf_table
 
 KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const flat_leaf> targets,
                                       const kiln::shape& shape,
-                                      std::span<const std::span<const ir::node_desc>> exprs,
+                                      std::span<const ir::expr_description> exprs,
                                       std::span<const flat_leaf> leaves,
                                       std::span<const flat_scalar> scalars) {
   const std::int64_t n = numel(shape);
@@ -49,16 +49,8 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
   // Reused by every pass of a thread: a pass allocates nothing once they have grown.
   thread_local ir::leaf_table lt;
   lt.clear();
-  for (const auto& nodes : exprs) {
-    std::size_t nl = 0, ns = 0;
-    for (const auto& d : nodes) {
-      nl += d.code == ir::ir_code::load;
-      ns += d.code == ir::ir_code::param;
-    }
-    lt.add(nodes, leaves.first(nl), scalars.first(ns));
-    leaves = leaves.subspan(nl);
-    scalars = scalars.subspan(ns);
-  }
+  for (const auto& e : exprs)
+    lt.add(e, leaves, scalars);
 
   thread_local iteration_space space;
   space.strides.clear();

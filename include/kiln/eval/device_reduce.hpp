@@ -34,7 +34,11 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
 
   const flat_pass<E> flat(e);
   ir::leaf_table lt;
-  lt.add(ir::description<E>, flat.leaf_span(), flat.scalar_span());
+  {
+    auto leaves = flat.leaf_span();
+    auto scalars = flat.scalar_span();
+    lt.add(ir::described<E>, leaves, scalars);
+  }
   if constexpr (!is_tensor_v<E>) {
     // A hand-written kernel takes a tensor; a kernel binds a bounded number of buffers.
     if (ex.needs_tensor_input(R::name, lt.inputs.size())) {
@@ -67,7 +71,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
       lowerings_of<std::tuple<R, E, reduced>>().find(lt.pattern, strided, mrank, wide, [&] {
         ++lowering_count();
         const dtype value[] = {dtype_of<V>()};
-        const std::span<const ir::node_desc> exprs[] = {ir::description<E>};
+        const ir::expr_description exprs[] = {ir::described<E>};
         return ir::lower(value, lt.pattern, strided, mrank, wide, exprs);
       });
   std::vector<std::uint64_t> bits;

@@ -1,7 +1,8 @@
 #pragma once
 // An expression's leaves in a flat list, in depth-first order: the run-time half of a pass.
-// The tree's type (kernel.hpp) says what to compute; its leaves (tensors: memory, layout,
-// dtype) and scalars (bits) say what to compute it on. The planner and the host pass read
+// The tree's type says what to compute (on the host the pass type's kernel, kernel.hpp; on a
+// device its description, ir/describe.hpp); its leaves (tensors: memory, layout, dtype) and
+// scalars (bits) say what to compute it on. The planner and the host and device passes read
 // only this list, so their code exists once per program, not once per expression type.
 #include "kiln/expr.hpp"
 #include "kiln/tensor.hpp"

@@ -79,4 +79,37 @@ inline constexpr std::array<node_desc, node_count<E>> description = [] {
   return a;
 }();
 
+// A leaf in tree order: a tensor (load) or a scalar (param), and its dtype.
+struct leaf_desc {
+  ir_code code;
+  dtype type;
+};
+
+template <class E>
+inline constexpr std::size_t leaf_total = [] {
+  std::size_t n = 0;
+  for (const node_desc& d : description<E>)
+    n += d.code != ir_code::apply;
+  return n;
+}();
+
+template <class E>
+inline constexpr std::array<leaf_desc, leaf_total<E>> leaf_description = [] {
+  std::array<leaf_desc, leaf_total<E>> a{};
+  std::size_t k = 0;
+  for (const node_desc& d : description<E>)
+    if (d.code != ir_code::apply) a[k++] = {d.code, d.type};
+  return a;
+}();
+
+// What lowering reads of an expression type (its nodes), and what a pass reads to take its
+// leaves (only those: a cached pass does not walk the tree).
+struct expr_description {
+  std::span<const node_desc> nodes;
+  std::span<const leaf_desc> leaves;
+};
+
+template <class E>
+inline constexpr expr_description described{description<E>, leaf_description<E>};
+
 } // namespace kiln::ir

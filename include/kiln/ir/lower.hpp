@@ -14,13 +14,14 @@
 namespace kiln::ir {
 
 // A scalar parameter's value: its dtype and bytes as the kernel reads them (16-bit floats
-// are passed as float, bool and u8 as u32; leaf_table::add makes them so).
+// are passed as float, bool and u8 as u32).
 struct scalar_value {
   dtype type;
   std::uint64_t bits = 0;
 };
 
-// The leaves of an expression in for_each_leaf order, with equal ones merged: `pattern`
+// The leaves of an expression in tree order (depth first, left to right, tensors and
+// scalars alike, as flat.hpp lists them), with equal ones merged: `pattern`
 // gives each occurrence's input slot; `inputs` holds one leaf per slot.
 struct leaf_table {
   std::vector<device_leaf> inputs;
@@ -39,18 +40,18 @@ struct leaf_table {
     pattern.clear();
     scalars.clear();
   }
-  // Adds the leaves of an expression of this description, flattened (eval/flat.hpp).
-  KILN_CORE_INLINE void add(std::span<const node_desc> nodes,
-                            std::span<const detail::flat_leaf> leaves,
-                            std::span<const detail::flat_scalar> scalars);
+  // Adds the leaves of an expression of description `e`, taken from the front of `leaves`
+  // and `scalars` (its flat lists, eval/flat.hpp), which are advanced past them.
+  KILN_CORE_INLINE void add(const expr_description& e, std::span<const detail::flat_leaf>& leaves,
+                            std::span<const detail::flat_scalar>& scalars);
 };
 
-// The IR of a pass: outputs of dtypes `outs`, output k computing the expression described
-// by exprs[k] (their leaves all added, in order, to the one leaf table whose pattern is given).
+// The IR of a pass: outputs of dtypes `outs`, output k computing the expression of
+// description exprs[k] (the leaves of all of them added, in order, to the one leaf table whose
+// pattern is given).
 KILN_CORE_INLINE kernel_ir lower(std::span<const dtype> outs,
                                  const std::vector<std::int16_t>& pattern, bool strided, int rank,
-                                 bool wide_index,
-                                 std::span<const std::span<const node_desc>> exprs);
+                                 bool wide_index, std::span<const expr_description> exprs);
 
 // The same from expressions, for tests and tools that lower without running: their leaves
 // added to lt, and their IR.
@@ -59,18 +60,13 @@ void collect(leaf_table& lt, const E&... exprs) {
   const detail::flat_pass<E...> flat(exprs...);
   auto l = flat.leaf_span();
   auto s = flat.scalar_span();
-  auto add = [&]<class X>(const X&) {
-    lt.add(description<X>, l.first(detail::leaf_count<X>), s.first(detail::scalar_count<X>));
-    l = l.subspan(detail::leaf_count<X>);
-    s = s.subspan(detail::scalar_count<X>);
-  };
-  (add(exprs), ...);
+  (lt.add(described<E>, l, s), ...);
 }
 template <class... E>
 kernel_ir lower(const std::vector<std::int16_t>& pattern, bool strided, int rank, bool wide,
                 const E&...) {
   const std::array<dtype, sizeof...(E)> outs{dtype_of<value_t<E>>()...};
-  const std::array<std::span<const node_desc>, sizeof...(E)> exprs{description<E>...};
+  const std::array<expr_description, sizeof...(E)> exprs{described<E>...};
   return lower(outs, pattern, strided, rank, wide, exprs);
 }
 

@@ -45,32 +45,36 @@ inline scalar_value kernel_scalar(dtype type, std::uint64_t bits) {
   return s;
 }
 
-KILN_CORE_INLINE void leaf_table::add(std::span<const node_desc> nodes,
-                                      std::span<const detail::flat_leaf> leaves,
-                                      std::span<const detail::flat_scalar> values) {
+KILN_CORE_INLINE void leaf_table::add(const expr_description& e,
+                                      std::span<const detail::flat_leaf>& leaves,
+                                      std::span<const detail::flat_scalar>& values) {
   std::size_t l = 0, s = 0;
-  for (const node_desc& d : nodes)
+  for (const leaf_desc& d : e.leaves)
     if (d.code == ir_code::load) {
       const detail::flat_leaf& f = leaves[l++];
       add(device_leaf{f.storage, f.layout, f.type});
-    } else if (d.code == ir_code::param) {
+    } else {
       add(kernel_scalar(d.type, values[s++].bits));
     }
+  leaves = leaves.subspan(l);
+  values = values.subspan(s);
 }
 
 KILN_CORE_INLINE kernel_ir lower(std::span<const dtype> outs,
                                  const std::vector<std::int16_t>& pattern, bool strided, int rank,
-                                 bool wide_index,
-                                 std::span<const std::span<const node_desc>> exprs) {
+                                 bool wide_index, std::span<const expr_description> exprs) {
   kernel_ir ir;
   ir.outputs.assign(outs.begin(), outs.end());
   ir.strided = strided;
   ir.rank = rank;
   ir.wide_index = wide_index;
+  if (outs.size() != exprs.size())
+    throw error("eval", "internal: one output dtype per expression is needed",
+                std::to_string(outs.size()) + " dtypes for " + std::to_string(exprs.size()));
   std::size_t leaf = 0;
   std::vector<std::int32_t> values; // the value of each node not yet consumed, a stack
   for (std::size_t k = 0; k < exprs.size(); ++k) {
-    for (const node_desc& d : exprs[k]) {
+    for (const node_desc& d : exprs[k].nodes) {
       ir_instr in{d.code, d.result, d.compute};
       if (d.code == ir_code::apply) {
         in.nargs = d.nargs;
