@@ -46,17 +46,29 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
   if (n == 0) return;
   device_executor& ex = executor_of(*targets[0].storage, "eval");
 
-  // Reused by every pass of a thread: a pass allocates nothing once they have grown.
-  thread_local ir::leaf_table lt;
+  // Reused by every pass of a thread: a pass allocates nothing once they have grown. One
+  // thread_local object: in the runtime library (position-independent code) each one costs
+  // a call to find it.
+  struct state {
+    ir::leaf_table lt;
+    iteration_space space;
+    std::vector<const storage*> stores;
+    std::vector<const layout*> layouts;
+    std::vector<dtype> types;
+    std::vector<std::uint64_t> bits;
+  };
+  thread_local state st;
+  // (References, not a structured binding: clang 14 cannot capture those in a lambda.)
+  ir::leaf_table& lt = st.lt;
+  iteration_space& space = st.space;
+  std::vector<const storage*>& stores = st.stores;
+  std::vector<const layout*>& layouts = st.layouts;
+  std::vector<dtype>& types = st.types;
   lt.clear();
   for (const auto& e : exprs)
     lt.add(e, leaves, scalars);
 
-  thread_local iteration_space space;
   space.strides.clear();
-  thread_local std::vector<const storage*> stores;
-  thread_local std::vector<const layout*> layouts;
-  thread_local std::vector<dtype> types;
   stores.clear();
   layouts.clear();
   types.clear();
@@ -77,8 +89,7 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
     ++lowering_count();
     return ir::lower(types, lt.pattern, strided, rank, wide, exprs);
   });
-  thread_local std::vector<std::uint64_t> bits;
-  ex.run(device_pass{lowered, lt.inputs, scalar_bits(lt, bits), space.extents, space.strides, n,
+  ex.run(device_pass{lowered, lt.inputs, scalar_bits(lt, st.bits), space.extents, space.strides, n,
                      stores, layouts});
 }
 
