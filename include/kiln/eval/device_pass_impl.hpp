@@ -54,7 +54,6 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
     iteration_space space;
     std::vector<const storage*> stores;
     std::vector<const layout*> layouts;
-    std::vector<dtype> types;
     std::vector<std::uint64_t> bits;
   };
   thread_local state st;
@@ -63,7 +62,6 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
   iteration_space& space = st.space;
   std::vector<const storage*>& stores = st.stores;
   std::vector<const layout*>& layouts = st.layouts;
-  std::vector<dtype>& types = st.types;
   lt.clear();
   for (const auto& e : exprs)
     lt.add(e, leaves, scalars);
@@ -71,12 +69,10 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
   space.strides.clear();
   stores.clear();
   layouts.clear();
-  types.clear();
   for (const auto& t : targets) {
     space.add(*t.layout, shape);
     stores.push_back(t.storage);
     layouts.push_back(t.layout);
-    types.push_back(t.type);
   }
   for (const auto& l : lt.inputs)
     space.add(*l.layout, shape);
@@ -87,6 +83,9 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
 
   const lowered_pass& lowered = table.find(lt.pattern, strided, rank, wide, [&] {
     ++lowering_count();
+    std::vector<dtype> types; // the outputs' dtypes: needed only to lower
+    for (const auto& t : targets)
+      types.push_back(t.type);
     return ir::lower(types, lt.pattern, strided, rank, wide, exprs);
   });
   ex.run(device_pass{lowered, lt.inputs, scalar_bits(lt, st.bits), space.extents, space.strides, n,
