@@ -187,6 +187,46 @@ TEST_CASE("several outputs in one pass", "[eval]") {
   CHECK(backing3.to_vector() == std::vector<float>(5, 7.0f));
 }
 
+// Outputs of one expression type in one pass run one out-of-line copy of that type's code
+// (eval/kernel.hpp), each on its own leaves and scalars: the batch loop, the tail, and the
+// lane-by-lane loop of a pass that cannot be vectorized, with outputs that are inputs.
+TEST_CASE("outputs of one expression type in one pass each read their own operands", "[eval]") {
+  for (const std::int64_t n :
+       {std::int64_t{1}, std::int64_t{7}, std::int64_t{1000 + test::draw(0, 99)}}) {
+    INFO("n = " << n);
+    std::vector<std::vector<float>> v;
+    for (int i = 0; i < 4; ++i)
+      v.push_back(test::uniform<float>(n, -2, 2));
+    auto x = kiln::from(v[0], kiln::shape{n}), y = kiln::from(v[1], kiln::shape{n}),
+         z = kiln::from(v[2], kiln::shape{n});
+    const auto w = kiln::from(v[3], kiln::shape{n});
+    const float c = test::uniform<float>(1, 0.5, 2)[0];
+    // Three outputs of the type exp(t * s) + t, a permutation of x, y, z: each reads the old
+    // values of the others.
+    kiln::eval(x = kiln::exp(y * c) + w, y = kiln::exp(z * 0.5f) + x, z = kiln::exp(x * -c) + y);
+    // f32 rounding of both terms: relative to their sizes (a sum near 0 cancels).
+    const auto near = [](float got, double e, double t) {
+      return std::fabs(got - (e + t)) <= 1e-6 * (std::fabs(e) + std::fabs(t));
+    };
+    for (std::int64_t i = 0; i < n; ++i) {
+      REQUIRE(near(x.data()[i], std::exp(double(v[1][i]) * c), v[3][i]));
+      REQUIRE(near(y.data()[i], std::exp(double(v[2][i]) * 0.5), v[0][i]));
+      REQUIRE(near(z.data()[i], std::exp(double(v[0][i]) * -c), v[1][i]));
+    }
+    // Mixed widths (f64 beside f32) take the lane-by-lane loop.
+    const auto k = kiln::from(test::uniform<float>(n, -100, 100), kiln::shape{n});
+    auto p = kiln::empty<double>({n}), q = kiln::empty<double>({n});
+    auto r = kiln::empty<float>({n});
+    kiln::eval(p = kiln::cast<double>(k * 2.0f), q = kiln::cast<double>(k * -3.0f), r = k * 2.0f);
+    const auto kv = k.to_vector();
+    for (std::int64_t i = 0; i < n; ++i) {
+      REQUIRE(p.data()[i] == double(kv[i] * 2.0f));
+      REQUIRE(q.data()[i] == double(kv[i] * -3.0f));
+      REQUIRE(r.data()[i] == kv[i] * 2.0f);
+    }
+  }
+}
+
 TEST_CASE("assignment aliasing: in place, transposed, shifted", "[eval]") {
   const std::int64_t n = test::draw(2, 60);
   const auto v = test::uniform<double>(n * n, -1, 1);

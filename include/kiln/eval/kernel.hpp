@@ -324,6 +324,41 @@ private:
       std::copy_n(a.out, n_out, out);
     }
   };
+  // An output whose tree type another output of the pass has too (the gradients of one
+  // grad with respect to tensors of one dtype share a type) is computed by one out-of-line
+  // copy of that tree's code, called once per output: inlined, a pass of k such outputs
+  // compiled k copies of a tree that itself grows with k (measured: the kernel of 8
+  // gradients of a function of 8 tensors was 4x the code of 4 of 4, at -O0).
+  template <std::size_t I>
+  static constexpr bool repeated = [] {
+    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
+    return ((std::is_same_v<Ei, E> ? 1 : 0) + ...) > 1;
+  }();
+  template <class Ei>
+  [[gnu::noinline]] static batch<value_t<Ei>> load_apart(node_ctx c, std::int64_t j) noexcept {
+    return eval_node<Ei, roots>::load(c, j);
+  }
+  template <class Ei>
+  [[gnu::noinline]] static value_t<Ei> at_apart(node_ctx c, std::int64_t j) noexcept {
+    return eval_node<Ei, roots>::at(c, j);
+  }
+  template <std::size_t I>
+  KILN_READER_INLINE static auto load(node_ctx c, std::int64_t j) noexcept {
+    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
+    if constexpr (repeated<I>)
+      return load_apart<Ei>(c, j);
+    else
+      return eval_node<Ei, roots>::load(c, j);
+  }
+  template <std::size_t I>
+  KILN_READER_INLINE static auto at(node_ctx c, std::int64_t j) noexcept {
+    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
+    if constexpr (repeated<I>)
+      return at_apart<Ei>(c, j);
+    else
+      return eval_node<Ei, roots>::at(c, j);
+  }
+
   template <std::size_t I>
   KILN_READER_INLINE static node_ctx root(const void* const* in, const flat_scalar* sc,
                                           memo_slot* const* slots) noexcept {
@@ -351,8 +386,8 @@ private:
       for (; j + L <= f.n; j += L) {
         // All values of a position are computed before any is stored, so an output that
         // is also an input (same layout) is read before it is overwritten.
-        const auto vals = std::make_tuple(
-            (on<I>(f.out) ? eval_node<E, roots>::load(root<I>(f), j) : batch<value_t<E>>())...);
+        const auto vals =
+            std::make_tuple((on<I>(f.out) ? load<I>(root<I>(f), j) : batch<value_t<E>>())...);
         (store<I, Stream>(f.out, j, std::get<I>(vals)), ...);
       }
     }
@@ -394,8 +429,7 @@ private:
       a.fresh[m].key = a.fresh[m].scalar_key = INT64_MIN;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       const auto vals = std::make_tuple(
-          (on<I>(a.out) ? eval_node<E, roots>::load(root<I>(in, a.scalars, a.slots), 0)
-                        : batch<value_t<E>>())...);
+          (on<I>(a.out) ? load<I>(root<I>(in, a.scalars, a.slots), 0) : batch<value_t<E>>())...);
       (
           [&] {
             using T = std::tuple_element_t<I, std::tuple<D...>>;
@@ -413,8 +447,7 @@ private:
     const frame f(a);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       for (std::int64_t j = 0; j < f.n; ++j) {
-        const auto vals = std::make_tuple(
-            (on<I>(f.out) ? eval_node<E, roots>::at(root<I>(f), j) : value_t<E>())...);
+        const auto vals = std::make_tuple((on<I>(f.out) ? at<I>(root<I>(f), j) : value_t<E>())...);
         (
             [&] {
               using T = std::tuple_element_t<I, std::tuple<D...>>;
