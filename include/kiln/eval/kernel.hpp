@@ -334,29 +334,25 @@ private:
     using Ei = std::tuple_element_t<I, std::tuple<E...>>;
     return ((std::is_same_v<Ei, E> ? 1 : 0) + ...) > 1;
   }();
-  template <class Ei>
-  [[gnu::noinline]] static batch<value_t<Ei>> load_apart(node_ctx c, std::int64_t j) noexcept {
-    return eval_node<Ei, roots>::load(c, j);
-  }
-  template <class Ei>
-  [[gnu::noinline]] static value_t<Ei> at_apart(node_ctx c, std::int64_t j) noexcept {
-    return eval_node<Ei, roots>::at(c, j);
-  }
-  template <std::size_t I>
-  KILN_READER_INLINE static auto load(node_ctx c, std::int64_t j) noexcept {
-    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
-    if constexpr (repeated<I>)
-      return load_apart<Ei>(c, j);
-    else
+  // Output I's value at j: a batch (Simd) or one element.
+  template <bool Simd, class Ei>
+  KILN_READER_INLINE static auto read(node_ctx c, std::int64_t j) noexcept {
+    if constexpr (Simd)
       return eval_node<Ei, roots>::load(c, j);
-  }
-  template <std::size_t I>
-  KILN_READER_INLINE static auto at(node_ctx c, std::int64_t j) noexcept {
-    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
-    if constexpr (repeated<I>)
-      return at_apart<Ei>(c, j);
     else
       return eval_node<Ei, roots>::at(c, j);
+  }
+  template <bool Simd, class Ei>
+  [[gnu::noinline]] static auto read_apart(node_ctx c, std::int64_t j) noexcept {
+    return read<Simd, Ei>(c, j);
+  }
+  template <bool Simd, std::size_t I>
+  KILN_READER_INLINE static auto value(node_ctx c, std::int64_t j) noexcept {
+    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
+    if constexpr (repeated<I>)
+      return read_apart<Simd, Ei>(c, j);
+    else
+      return read<Simd, Ei>(c, j);
   }
 
   template <std::size_t I>
@@ -377,8 +373,9 @@ private:
       return out[I] != nullptr;
   }
 
+  // (Not inlined: the tail runs it too, and one copy of the loop is the tree's code once.)
   template <bool Stream>
-  static void simd_loop(const kernel_args& a) {
+  [[gnu::noinline]] static void simd_loop(const kernel_args& a) {
     constexpr std::int64_t L = lanes();
     const frame f(a);
     std::int64_t j = 0;
@@ -386,8 +383,8 @@ private:
       for (; j + L <= f.n; j += L) {
         // All values of a position are computed before any is stored, so an output that
         // is also an input (same layout) is read before it is overwritten.
-        const auto vals =
-            std::make_tuple((on<I>(f.out) ? load<I>(root<I>(f), j) : batch<value_t<E>>())...);
+        const auto vals = std::make_tuple(
+            (on<I>(f.out) ? value<true, I>(root<I>(f), j) : batch<value_t<E>>())...);
         (store<I, Stream>(f.out, j, std::get<I>(vals)), ...);
       }
     }
@@ -425,29 +422,33 @@ private:
         std::memcpy(buf[k] + std::size_t(e) * w, src, w);
       in[k] = buf[k];
     }
+    // The batch is the main loop's, run once over the padded copies into buffers of its own
+    // (a second copy of the tree's code here was as large as the loop's).
+    static_assert(L * w <= 64, "kiln: internal: a batch is at most 64 bytes");
+    alignas(64) unsigned char res[n_out][64];
+    void* out[n_out];
+    for (std::size_t i = 0; i < n_out; ++i)
+      out[i] = a.out[i] ? res[i] : nullptr;
     for (int m = 0; m < a.n_fresh; ++m) // positions restart at 0 for this batch
       a.fresh[m].key = a.fresh[m].scalar_key = INT64_MIN;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      const auto vals = std::make_tuple(
-          (on<I>(a.out) ? load<I>(root<I>(in, a.scalars, a.slots), 0) : batch<value_t<E>>())...);
-      (
-          [&] {
-            using T = std::tuple_element_t<I, std::tuple<D...>>;
-            if (!on<I>(a.out)) return;
-            alignas(64) T tmp[L];
-            batch_convert<T>(std::get<I>(vals)).store_aligned(tmp);
-            std::memcpy(static_cast<T*>(a.out[I]) + j, tmp, std::size_t(r) * sizeof(T));
-          }(),
-          ...);
-    }
-    (std::index_sequence_for<E...>{});
+    kernel_args one = a;
+    one.in = in;
+    one.out = out;
+    one.n = L;
+    simd_loop<false>(one);
+    constexpr std::size_t size[] = {sizeof(D)...};
+    for (std::size_t i = 0; i < n_out; ++i)
+      if (a.out[i])
+        std::memcpy(static_cast<unsigned char*>(a.out[i]) + j * std::int64_t(size[i]), res[i],
+                    std::size_t(r) * size[i]);
   }
 
   static void scalar_loop(const kernel_args& a) {
     const frame f(a);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       for (std::int64_t j = 0; j < f.n; ++j) {
-        const auto vals = std::make_tuple((on<I>(f.out) ? at<I>(root<I>(f), j) : value_t<E>())...);
+        const auto vals =
+            std::make_tuple((on<I>(f.out) ? value<false, I>(root<I>(f), j) : value_t<E>())...);
         (
             [&] {
               using T = std::tuple_element_t<I, std::tuple<D...>>;
