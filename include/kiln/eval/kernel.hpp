@@ -324,16 +324,12 @@ private:
       std::copy_n(a.out, n_out, out);
     }
   };
-  // An output whose tree type another output of the pass has too (the gradients of one
-  // grad with respect to tensors of one dtype share a type) is computed by one out-of-line
-  // copy of that tree's code, called once per output: inlined, a pass of k such outputs
-  // compiled k copies of a tree that itself grows with k (measured: the kernel of 8
-  // gradients of a function of 8 tensors was 4x the code of 4 of 4, at -O0).
-  template <std::size_t I>
-  static constexpr bool repeated = [] {
-    using Ei = std::tuple_element_t<I, std::tuple<E...>>;
-    return ((std::is_same_v<Ei, E> ? 1 : 0) + ...) > 1;
-  }();
+  // An output whose tree type repeats in the pass (memo.hpp's `repeated`: the gradients of
+  // one grad with respect to tensors of one dtype share a type, and their gated sums are no
+  // memo sites) is computed by one out-of-line copy of that tree's code, called once per
+  // output: inlined, a pass of k such outputs compiled k copies of a tree that itself grows
+  // with k (measured: the kernel of 8 gradients of a function of 8 tensors was 4x the code
+  // of 4 of 4, at -O0).
   // Output I's value at j: a batch (Simd) or one element.
   template <bool Simd, class Ei>
   KILN_READER_INLINE static auto read(node_ctx c, std::int64_t j) noexcept {
@@ -349,7 +345,7 @@ private:
   template <bool Simd, std::size_t I>
   KILN_READER_INLINE static auto value(node_ctx c, std::int64_t j) noexcept {
     using Ei = std::tuple_element_t<I, std::tuple<E...>>;
-    if constexpr (repeated<I>)
+    if constexpr (repeated<Ei, roots>)
       return read_apart<Simd, Ei>(c, j);
     else
       return read<Simd, Ei>(c, j);

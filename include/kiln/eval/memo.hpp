@@ -10,7 +10,8 @@
 // the forward subtrees in every route) from recomputing each shared exp or erf per use.
 // Values are unchanged: a slot holds the batch the same code computed. A memo site is also
 // where the kernel's code is split into functions: the rest of the tree inlines, so a
-// subtree type's code exists once, however often the type occurs.
+// subtree type's code exists once, however often the type occurs (an output's whole tree
+// whose type repeats is split off too, kernel.hpp).
 #include "kiln/eval/readers.hpp"
 #include "kiln/ops/arithmetic.hpp"
 
