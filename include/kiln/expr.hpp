@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace kiln {
 
@@ -73,8 +74,11 @@ struct expr_node : expression_base<expr_node<Op, Children...>> {
   using value_type = typename Op::rule::template result<value_t<Children>...>;
   hana::tuple<Children...> children;
   kiln::shape out_shape;
-  explicit expr_node(Children... ch)
-      : children(std::move(ch)...), out_shape(detail::broadcast_children<Op>(children)) {}
+  // Children built in place from the operands as given: one copy or move of each subtree
+  // (a by-value constructor made two, and make_node a third), one constructor per node type.
+  template <class... X>
+  explicit expr_node(std::in_place_t, X&&... ch)
+      : children(std::forward<X>(ch)...), out_shape(detail::broadcast_children<Op>(children)) {}
 };
 template <class Op, class... Children>
 struct is_expression_type<expr_node<Op, Children...>> : std::true_type {};
@@ -156,11 +160,13 @@ void require_operand(const X& x, std::string_view op) {
                   "an operand is a default-constructed tensor handle with no storage");
 }
 
+// The child an operand becomes: an expression is passed on as it is (the node copies or
+// moves it once, into place); a scalar becomes a scalar_expr of the type it meets.
 template <class Op, class Peer, class X>
-auto as_child(X&& x) {
+decltype(auto) as_child(X&& x) {
   if constexpr (expression<X>) {
     require_operand(x, Op::name);
-    return std::remove_cvref_t<X>(std::forward<X>(x));
+    return std::forward<X>(x);
   } else {
     using S = scalar_element_t<std::remove_cvref_t<X>>;
     using T = promote_with_scalar_t<Peer, S>;
@@ -177,6 +183,9 @@ auto as_child(X&& x) {
   }
 }
 
+template <class Op, class Peer, class X>
+using child_t = std::remove_cvref_t<decltype(as_child<Op, Peer>(std::declval<X>()))>;
+
 } // namespace detail
 
 // Builds the node for Op from operands (expressions and scalars), checking the op's
@@ -184,9 +193,9 @@ auto as_child(X&& x) {
 template <class Op, class... X>
 auto make_node(X&&... x) {
   using Peer = typename detail::peer_type<std::remove_cvref_t<X>...>::type;
-  using Node = expr_node<Op, decltype(detail::as_child<Op, Peer>(std::forward<X>(x)))...>;
-  Op::rule::template check<value_t<decltype(detail::as_child<Op, Peer>(std::forward<X>(x)))>...>();
-  return Node(detail::as_child<Op, Peer>(std::forward<X>(x))...);
+  using Node = expr_node<Op, detail::child_t<Op, Peer, X>...>;
+  Op::rule::template check<value_t<detail::child_t<Op, Peer, X>>...>();
+  return Node(std::in_place, detail::as_child<Op, Peer>(std::forward<X>(x))...);
 }
 
 // An op's spelling in a device dialect (GLSL, CUDA C++, MSL): an expression in $0 $1 $2,

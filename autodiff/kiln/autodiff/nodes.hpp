@@ -65,7 +65,8 @@ scalar_expr<T> rebind_scalar(const scalar_expr<T>& s) {
 template <class Op, class... C>
 auto rebind_scalar(const expr_node<Op, C...>& n) {
   return hana::unpack(n.children, [](const auto&... c) {
-    return expr_node<Op, std::remove_cvref_t<decltype(rebind_scalar(c))>...>(rebind_scalar(c)...);
+    return expr_node<Op, std::remove_cvref_t<decltype(rebind_scalar(c))>...>(std::in_place,
+                                                                             rebind_scalar(c)...);
   });
 }
 
@@ -90,7 +91,7 @@ template <class Op, class... C>
 auto materialize_off(const expr_node<Op, C...>& n) {
   return hana::unpack(n.children, [](const auto&... c) {
     return expr_node<Op, std::remove_cvref_t<decltype(materialize_off(c))>...>(
-        materialize_off(c)...);
+        std::in_place, materialize_off(c)...);
   });
 }
 
@@ -211,12 +212,14 @@ auto gated_sum(const Ms& ms, const std::array<bool, sizeof...(K)>& on, const ten
     using M = std::remove_cvref_t<decltype(m)>;
     using V = value_t<M>;
     using gated = expr_node<ops::gate, M, scalar_expr<V>>;
-    return on[k] ? gated(m, scalar_expr<V>(V(1))) : gated(rebind_scalar(m), scalar_expr<V>(V(0)));
+    return on[k] ? gated(std::in_place, m, scalar_expr<V>(V(1)))
+                 : gated(std::in_place, rebind_scalar(m), scalar_expr<V>(V(0)));
   };
   using gated_z = expr_node<ops::gate, tensor<R>, scalar_expr<R>>;
-  const auto terms = hana::make_tuple(term(hana::size_c<K>)...,
-                                      z_on ? gated_z(z, scalar_expr<R>(R(1)))
-                                           : gated_z(rebind_scalar(z), scalar_expr<R>(R(0))));
+  const auto terms =
+      hana::make_tuple(term(hana::size_c<K>)...,
+                       z_on ? gated_z(std::in_place, z, scalar_expr<R>(R(1)))
+                            : gated_z(std::in_place, rebind_scalar(z), scalar_expr<R>(R(0))));
   return balanced_sum<0, sizeof...(K) + 1>(terms);
 }
 

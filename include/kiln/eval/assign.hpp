@@ -30,7 +30,8 @@ const scalar_expr<T>& materialize(const scalar_expr<T>& s) {
 template <class Op, class... C>
 auto materialize(const expr_node<Op, C...>& n) {
   return hana::unpack(n.children, [](const auto&... c) {
-    return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(materialize(c)...);
+    return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(std::in_place,
+                                                                           materialize(c)...);
   });
 }
 
