@@ -1,7 +1,8 @@
 // CUDA kernels that need no GPU to check: reductions (all nine, every stage, 32- and
 // 64-bit index), multi-output kernels, the 200-leaf expression split into stages that fit
 // the parameter space, cubins for sm_80 and sm_90, and the errors of code generation and
-// compilation. Every program is compiled by NVRTC and its PTX assembled by ptxas.
+// compilation. Every program is compiled by NVRTC and its PTX assembled by ptxas (not where
+// KILN_TEST_PTXAS=0: see cuda_codegen_support.hpp).
 #include "cuda_codegen_support.hpp"
 
 #include "kiln/jit/backend/run_reduction.hpp"
