@@ -434,6 +434,34 @@ TEST_CASE("random shapes, broadcasting, strided and offset operands and targets"
   kiln::set_num_threads(2);
 }
 
+TEST_CASE("one-element passes read and write the one element of views at offsets", "[eval]") {
+  // A pass of one element is a row of one (iteration_space::merge): every operand is read
+  // at its own offset, whatever its strides, and nothing else in its buffer is touched.
+  for (const kiln::shape& out : {kiln::shape{}, kiln::shape{1}, kiln::shape{1, 1, 1}}) {
+    for (int iter = 0; iter < 20; ++iter) {
+      const kiln::shape sa = broadcastable_to(out), sb = broadcastable_to(out);
+      const auto va = test::uniform<float>(1, -2, 2);
+      const auto vb = test::uniform<double>(1, -2, 2);
+      const auto a = scattered(sa, va, float(NAN), test::draw(0, 2) == 0);
+      const auto b = scattered(sb, vb, double(NAN), test::draw(0, 2) == 0);
+      auto t1 = scattered(out, std::vector<double>{0.0}, -99.0, test::draw(0, 2) == 0);
+      auto t2 = scattered(out, std::vector<float>{0.0f}, -99.0f, test::draw(0, 2) == 0);
+      INFO("out " << out.str() << ", a " << sa.str() << " strides " << a.strides().str() << ", b "
+                  << sb.str() << " strides " << b.strides().str());
+      const auto shared = kiln::exp(a * 0.5f) + b; // one subexpression in both outputs
+      kiln::eval(t1 = shared * b, t2 = kiln::cast<float>(shared - a));
+      const double x = va[0], y = vb[0], e = std::exp(double(float(x * 0.5))) + y;
+      CHECK(read(t1)[0] == Approx(e * y).epsilon(1e-6));
+      CHECK(read(t2)[0] == Approx(e - x).epsilon(1e-5).margin(1e-6));
+      CHECK(count_outside_changed(t1, -99.0) == 0);
+      CHECK(count_outside_changed(t2, -99.0f) == 0);
+      const kiln::tensor<double> fresh = a + b * 2.0;
+      CHECK(fresh.shape().size() == std::max(sa.size(), sb.size()));
+      CHECK(fresh.item() == Approx(x + 2 * y).epsilon(1e-12));
+    }
+  }
+}
+
 TEST_CASE("one thread and two threads give identical elementwise results", "[eval]") {
   for (int iter = 0; iter < 8; ++iter) {
     const std::int64_t r = test::draw(1, 300), c = test::draw(200, 3000);

@@ -29,10 +29,10 @@ KILN_CORE_INLINE void iteration_space::merge(const kiln::shape& full) {
       ext.resize(k);
     }
   }
-  if (ext.empty()) {
-    ext.push_back(1);
+  if (ext.empty()) { // one element: a row of one, which every operand walks contiguously
+    ext.push_back(1);  // (stride 0 made it a strided pass, with buffers allocated to pack)
     for (auto& st : strides)
-      st[0] = 0;
+      st[0] = 1;
   }
   for (auto& st : strides) // dims past the merged rank: 0, so equal strides compare equal
     for (int d = ext.size(); d < max_rank; ++d)
