@@ -55,12 +55,72 @@ KILN_CORE_INLINE int index_memo_sites(std::span<const memo_site> sites,
   return slots;
 }
 
+// A pass of one task whose active operands all have the pass's shape and are contiguous:
+// one run over their memory as it is. Returns false, having done nothing, for any other
+// pass. What it skips (merging layouts, broadcast views, rows) is most of the cost of a
+// pass of a few hundred elements.
+inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_output> outs,
+                                std::span<const flat_leaf> leaves,
+                                std::span<const flat_scalar> scalars, const kiln::shape& shape,
+                                std::int64_t total) {
+  constexpr std::int64_t one_task = 16384; // the thread grain's least (run_host_pass)
+  const std::size_t no = outs.size(), nl = leaves.size(), ns = k.memos.size();
+  if (total > one_task && num_threads() > 1) return false;
+  const auto plain = [&](const kiln::layout& l) { return l.shape == shape && l.is_contiguous(); };
+  scratch<bool, 8> active(no);
+  scratch<void*, 8> out(no);
+  std::int64_t footprint = 0;
+  for (std::size_t o = 0; o < no; ++o) {
+    active[o] = outs[o].active;
+    out[o] = nullptr;
+    if (!active[o]) continue;
+    if (!plain(*outs[o].layout)) return false;
+    out[o] = outs[o].data;
+    footprint += total * std::int64_t(size_of(outs[o].type));
+  }
+  scratch<const void*, 32> in(nl);
+  scratch<int, 32> rep(nl);
+  std::size_t o = 0;
+  for (std::size_t l = 0; l < nl; ++l) {
+    while (o + 1 < no && int(l) >= k.leaf_start[o + 1])
+      ++o;
+    in[l] = nullptr;
+    rep[l] = int(l);
+    if (!active[o]) continue;
+    const flat_leaf& f = leaves[l];
+    if (!plain(*f.layout)) return false;
+    const std::size_t b = size_of(f.type);
+    in[l] =
+        static_cast<const unsigned char*>(f.storage->data()) + f.layout->offset * std::int64_t(b);
+    footprint += total * std::int64_t(b);
+    for (std::size_t p = 0; p < l; ++p) // the first equal leaf: a memo key (memo.hpp)
+      if (in[p] == in[l] && size_of(leaves[p].type) == b) {
+        rep[l] = int(p);
+        break;
+      }
+  }
+  scratch<int, 16> site_slot(ns);
+  scratch<bool, 16> site_shared(ns);
+  const int n_slots = index_memo_sites(k.memos, {active.data(), no}, {rep.data(), nl}, scalars,
+                                       site_slot.data(), site_shared.data());
+  scratch<memo_slot, 4> slot_store{std::size_t(n_slots)};
+  scratch<memo_slot*, 16> slots(ns);
+  for (std::size_t m = 0; m < ns; ++m)
+    slots[m] = site_shared[m] ? slot_store.data() + site_slot[m] : nullptr;
+  const bool stream = k.may_stream && footprint >= stream_threshold();
+  k.run({in.data(), scalars.data(), slots.data(), slot_store.data(), n_slots, out.data(), total,
+         stream});
+  if (stream) stream_fence();
+  return true;
+}
+
 KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const host_output> outs,
                                     std::span<const flat_leaf> leaves,
                                     std::span<const flat_scalar> scalars,
                                     const kiln::shape& shape) {
   const std::int64_t total = numel(shape);
   if (total == 0) return;
+  if (run_contiguous_pass(k, outs, leaves, scalars, shape, total)) return;
   const std::size_t no = outs.size(), nl = leaves.size(), ns = k.memos.size();
   scratch<bool, 8> active(no);
   scratch<int, 32> owner(nl); // the output whose tree holds each leaf

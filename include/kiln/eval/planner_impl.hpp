@@ -38,7 +38,9 @@ inline bool share_bytes(const flat_leaf& a, const layout& la, const flat_leaf& b
 // Reading the very elements being written, each at its own position, is safe.
 inline bool overlaps_differently(const flat_leaf& dst, std::span<const flat_leaf> leaves) {
   for (const flat_leaf& t : leaves) {
-    if (t.layout->size() == 0) continue;
+    // Broadcasting adds stride-0 dims, which touch no new byte: a leaf apart from dst is
+    // safe without the broadcast layout (the common case, and the cost of a small pass).
+    if (t.layout->size() == 0 || !share_bytes(dst, *dst.layout, t, *t.layout)) continue;
     const layout tl = views::broadcast_to(*t.layout, dst.layout->shape, "assign");
     if (size_of(t.type) == size_of(dst.type) && memory_of(*t.storage) == memory_of(*dst.storage) &&
         tl == *dst.layout)
