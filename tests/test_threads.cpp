@@ -5,10 +5,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 int os_threads() { // this process's thread count, from the kernel
@@ -62,6 +66,33 @@ TEST_CASE("evaluations create no threads, and small ones wake no worker", "[thre
     r = a * 2.0f;
     CHECK(pool.parallel_passes() > passes);
   }
+}
+
+TEST_CASE("a pass ends when its tasks are done: late helpers take none and touch nothing",
+          "[threads]") {
+  // Passes of a few tasks in a row: the caller often takes every task before a helper
+  // wakes, and returns without waiting for it (its job then goes out of scope, which the
+  // sanitizers would catch a late helper calling). Each task runs exactly once per pass.
+  auto& pool = kiln::thread_pool::instance();
+  kiln::set_num_threads(2);
+  std::vector<int> runs(4);
+  std::atomic<int> on_helpers{0};
+  const auto caller = std::this_thread::get_id();
+  for (int pass = 0; pass < 3000; ++pass) {
+    const int tasks = 1 + pass % 4;
+    std::fill(runs.begin(), runs.end(), 0);
+    pool.parallel_for(tasks, [&, pass](int t) {
+      ++runs[std::size_t(t)]; // each task once: no two threads on one element
+      if (std::this_thread::get_id() != caller) on_helpers.fetch_add(1);
+      if (pass % 100 == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    for (int t = 0; t < 4; ++t)
+      REQUIRE(runs[std::size_t(t)] == (t < tasks ? 1 : 0));
+  }
+  // Some tasks ran on a helper (the passes of two tasks that sleep give it time to wake): the pool
+  // is used, not bypassed. Only where a second core exists to run it.
+  if (std::thread::hardware_concurrency() > 1 && kiln::num_threads() > 1)
+    CHECK(on_helpers.load() > 0);
 }
 
 TEST_CASE("results do not depend on the thread count", "[threads]") {

@@ -49,12 +49,17 @@ public:
       tasks_ = tasks;
       next_.store(0);
       helpers_ = n - 1;
-      running_ = n - 1;
+      open_ = true;
+      running_ = 0;
       ++generation_;
     }
     cv_.notify_all();
     drain();
+    // Every task is taken. Helpers that have not woken yet are not waited for: they find the
+    // pass closed and sleep again. Waiting for a wake-up that brings no work made a pass on
+    // two threads slower than on one (issue 13).
     std::unique_lock<std::mutex> lk(m_);
+    open_ = false;
     done_cv_.wait(lk, [&] { return running_ == 0; });
     job_ = nullptr;
   }
@@ -104,10 +109,12 @@ private:
         cv_.wait(lk, [&] { return stop_ || (generation_ != seen && index < helpers_); });
         if (stop_) return;
         seen = generation_;
+        if (!open_) continue; // woken after the caller took the last task
+        ++running_;
       }
       drain();
       std::lock_guard<std::mutex> lk(m_);
-      if (--running_ == 0) done_cv_.notify_one();
+      if (--running_ == 0 && !open_) done_cv_.notify_one();
     }
   }
 
@@ -117,7 +124,9 @@ private:
   std::mutex m_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int)>* job_ = nullptr;
-  int tasks_ = 0, helpers_ = 0, running_ = 0;
+  int tasks_ = 0, helpers_ = 0;
+  int running_ = 0;   // helpers inside the current pass
+  bool open_ = false; // helpers may still join the current pass
   std::atomic<int> next_{0};
   std::atomic<std::uint64_t> parallel_passes_{0};
   std::uint64_t generation_ = 0;
