@@ -55,6 +55,28 @@ KILN_CORE_INLINE int index_memo_sites(std::span<const memo_site> sites,
   return slots;
 }
 
+// Which memo sites of a pass share a slot (index_memo_sites), worked out once per pass.
+struct memo_plan {
+  std::size_t sites;
+  scratch<int, 16> slot;
+  scratch<bool, 16> shared;
+  int n_slots;
+  memo_plan(const host_kernel_ref& k, std::span<const bool> active, std::span<const int> rep,
+            std::span<const flat_scalar> scalars)
+      : sites(k.memos.size()), slot(sites), shared(sites),
+        n_slots(index_memo_sites(k.memos, active, rep, scalars, slot.data(), shared.data())) {}
+};
+
+// A task's memo slots, and a pointer per site: to its slot where it shares one, else null.
+struct memo_storage {
+  scratch<memo_slot, 4> store;
+  scratch<memo_slot*, 16> slots;
+  explicit memo_storage(memo_plan& p) : store(std::size_t(p.n_slots)), slots(p.sites) {
+    for (std::size_t s = 0; s < p.sites; ++s)
+      slots[s] = p.shared[s] ? store.data() + p.slot[s] : nullptr;
+  }
+};
+
 // A pass of one task whose active operands all have the pass's shape and are contiguous:
 // one run over their memory as it is. Returns false, having done nothing, for any other
 // pass. What it skips (merging layouts, broadcast views, rows) is most of the cost of a
@@ -64,7 +86,7 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
                                 std::span<const flat_scalar> scalars, const kiln::shape& shape,
                                 std::int64_t total) {
   constexpr std::int64_t one_task = 16384; // the thread grain's least (run_host_pass)
-  const std::size_t no = outs.size(), nl = leaves.size(), ns = k.memos.size();
+  const std::size_t no = outs.size(), nl = leaves.size();
   if (total > one_task && num_threads() > 1) return false;
   const auto plain = [&](const kiln::layout& l) { return l.shape == shape && l.is_contiguous(); };
   scratch<bool, 8> active(no);
@@ -99,16 +121,10 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
         break;
       }
   }
-  scratch<int, 16> site_slot(ns);
-  scratch<bool, 16> site_shared(ns);
-  const int n_slots = index_memo_sites(k.memos, {active.data(), no}, {rep.data(), nl}, scalars,
-                                       site_slot.data(), site_shared.data());
-  scratch<memo_slot, 4> slot_store{std::size_t(n_slots)};
-  scratch<memo_slot*, 16> slots(ns);
-  for (std::size_t m = 0; m < ns; ++m)
-    slots[m] = site_shared[m] ? slot_store.data() + site_slot[m] : nullptr;
+  memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
+  memo_storage m(memo);
   const bool stream = k.may_stream && footprint >= stream_threshold();
-  k.run({in.data(), scalars.data(), slots.data(), slot_store.data(), n_slots, out.data(), total,
+  k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(), total,
          stream});
   if (stream) stream_fence();
   return true;
@@ -121,7 +137,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   const std::int64_t total = numel(shape);
   if (total == 0) return;
   if (run_contiguous_pass(k, outs, leaves, scalars, shape, total)) return;
-  const std::size_t no = outs.size(), nl = leaves.size(), ns = k.memos.size();
+  const std::size_t no = outs.size(), nl = leaves.size();
   scratch<bool, 8> active(no);
   scratch<int, 32> owner(nl); // the output whose tree holds each leaf
   for (std::size_t o = 0; o < no; ++o) {
@@ -172,10 +188,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   }
 
   // Shared subexpressions: sites of one type over the same values share a slot (memo.hpp).
-  scratch<int, 16> site_slot(ns);
-  scratch<bool, 16> site_shared(ns);
-  const int n_slots = index_memo_sites(k.memos, {active.data(), no}, {rep.data(), nl}, scalars,
-                                       site_slot.data(), site_shared.data());
+  memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
 
   // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
   // (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
@@ -211,10 +224,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   auto body = [&](int t) {
     scratch<const void*, 32> in(nl);
     scratch<void*, 8> out(no);
-    scratch<memo_slot, 4> slot_store{std::size_t(n_slots)};
-    scratch<memo_slot*, 16> slots(ns);
-    for (std::size_t s = 0; s < ns; ++s)
-      slots[s] = site_shared[s] ? slot_store.data() + site_slot[s] : nullptr;
+    memo_storage m(memo);
     // Buffers for operands not contiguous along the row (none in a unit pass).
     std::unique_ptr<unsigned char[]> buffer;
     scratch<unsigned char*, 32> packed(unit ? 0 : nl + no);
@@ -288,8 +298,8 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
                                     std::int64_t(size_of(outs[o].type))
                           : packed[nl + o];
         }
-        k.run({in.data(), scalars.data(), slots.data(), slot_store.data(), n_slots, out.data(), n,
-               stream});
+        k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
+               n, stream});
         for (std::size_t o = 0; o < no; ++o) {
           const std::int64_t s = st[o][outer];
           if (!active[o] || s == 1) continue;
