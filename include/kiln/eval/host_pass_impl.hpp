@@ -77,6 +77,9 @@ struct memo_storage {
   }
 };
 
+// The fewest elements a pass gives a thread: fewer run on the calling thread alone.
+constexpr std::int64_t least_grain = 16384;
+
 // A pass of one task whose active operands all have the pass's shape and are contiguous:
 // one run over their memory as it is. Returns false, having done nothing, for any other
 // pass. What it skips (merging layouts, broadcast views, rows) is most of the cost of a
@@ -85,9 +88,8 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
                                 std::span<const flat_leaf> leaves,
                                 std::span<const flat_scalar> scalars, const kiln::shape& shape,
                                 std::int64_t total) {
-  constexpr std::int64_t one_task = 16384; // the thread grain's least (run_host_pass)
   const std::size_t no = outs.size(), nl = leaves.size();
-  if (total > one_task && num_threads() > 1) return false;
+  if (total > least_grain && num_threads() > 1) return false;
   const auto plain = [&](const kiln::layout& l) { return l.shape == shape && l.is_contiguous(); };
   scratch<bool, 8> active(no);
   scratch<void*, 8> out(no);
@@ -192,7 +194,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
 
   // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
   // (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
-  const std::int64_t grain = std::max<std::int64_t>(16384, (1 << 19) / k.cost);
+  const std::int64_t grain = std::max<std::int64_t>(least_grain, (1 << 19) / k.cost);
   const int threads = num_threads();
   // A few tasks per thread, taken dynamically, so a thread slowed by anything else on its
   // core does not leave the others idle at the end.

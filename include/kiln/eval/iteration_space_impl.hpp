@@ -29,8 +29,8 @@ KILN_CORE_INLINE void iteration_space::merge(const kiln::shape& full) {
       ext.resize(k);
     }
   }
-  if (ext.empty()) { // one element: a row of one, which every operand walks contiguously
-    ext.push_back(1);  // (stride 0 made it a strided pass, with buffers allocated to pack)
+  if (ext.empty()) {  // one element: a row of one, which every operand walks contiguously
+    ext.push_back(1); // (stride 0 made it a strided pass, with buffers allocated to pack)
     for (auto& st : strides)
       st[0] = 1;
   }
