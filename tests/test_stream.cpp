@@ -65,6 +65,52 @@ TEST_CASE("streaming stores in place, with several outputs, rows and integers", 
   }
 }
 
+TEST_CASE("streaming passes over views: a stencil's interior, outputs of different alignment",
+          "[stream]") {
+  force_streaming();
+  for (int th : {1, 2}) {
+    kiln::set_num_threads(th);
+    // The 5-point stencil through narrow views (rows of the target are strided), f64.
+    const std::int64_t R = test::draw(3, 400), C = test::draw(3, 400);
+    const auto uv = test::uniform<double>(std::size_t(R * C), 0, 1);
+    const auto u = kiln::from(uv, kiln::shape{R, C});
+    auto v = kiln::full<double>({R, C}, -1.0);
+    auto in = [&](const kiln::tensor<double>& t, std::int64_t di, std::int64_t dj) {
+      return t.narrow(0, 1 + di, R - 2).narrow(1, 1 + dj, C - 2);
+    };
+    in(v, 0, 0) = in(u, 0, 0) + 0.2 * (in(u, -1, 0) + in(u, 1, 0) + in(u, 0, -1) + in(u, 0, 1) -
+                                       4.0 * in(u, 0, 0));
+    const auto got = v.to_vector();
+    INFO("threads " << th << ", shape [" << R << ", " << C << "]");
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t j = 0; j < C; ++j) {
+        const auto at = [&](std::int64_t a, std::int64_t b) { return uv[std::size_t(a * C + b)]; };
+        const bool edge = i == 0 || j == 0 || i == R - 1 || j == C - 1;
+        const double want = edge ? -1.0
+                                 : at(i, j) + 0.2 * (at(i - 1, j) + at(i + 1, j) + at(i, j - 1) +
+                                                     at(i, j + 1) - 4.0 * at(i, j));
+        REQUIRE(std::fabs(got[std::size_t(i * C + j)] - want) <= 1e-15);
+      }
+
+    // Two outputs starting 1 and 3 elements into their storage: the first one's stores are
+    // aligned by the pass, the second's fall back where they are not.
+    const std::int64_t n = test::draw(1, 200000);
+    const auto a = test::uniform<float>(std::size_t(n), -2, 2);
+    const auto ta = kiln::from(a, kiln::shape{n});
+    auto big1 = kiln::full<float>({n + 1}, 5.0f), big3 = kiln::full<float>({n + 3}, 5.0f);
+    kiln::eval(big1.narrow(0, 1, n) = ta * 2.0f, big3.narrow(0, 3, n) = ta + 1.0f);
+    const auto b1 = big1.to_vector(), b3 = big3.to_vector();
+    INFO("n " << n);
+    REQUIRE(b1[0] == 5.0f);
+    for (int k = 0; k < 3; ++k)
+      REQUIRE(b3[std::size_t(k)] == 5.0f);
+    for (std::int64_t i = 0; i < n; ++i) {
+      REQUIRE(b1[std::size_t(i + 1)] == a[std::size_t(i)] * 2.0f);
+      REQUIRE(b3[std::size_t(i + 3)] == a[std::size_t(i)] + 1.0f);
+    }
+  }
+}
+
 TEST_CASE("KILN_STREAM_BYTES must be a whole number of bytes", "[stream][errors]") {
   CHECK(kiln::detail::parse_stream_bytes("4096") == 4096);
   CHECK(kiln::detail::parse_stream_bytes("0") == INT64_MAX); // 0: never stream

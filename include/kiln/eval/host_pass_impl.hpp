@@ -126,8 +126,28 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
   memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
   memo_storage m(memo);
   const bool stream = k.may_stream && footprint >= stream_threshold();
-  k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(), total,
-         stream});
+  std::int64_t done = 0;
+  const std::size_t first =
+      std::size_t(std::find(active.data(), active.data() + no, true) - active.data());
+  if (stream && first < no) { // the elements before the first output's stores align run apart
+    const std::size_t b = size_of(outs[first].type);
+    const std::int64_t head = std::min(total, stream_head(out[first], b, std::size_t(k.lanes) * b));
+    if (head > 0) {
+      k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
+             head, stream});
+      done = head;
+      for (std::size_t l = 0; l < nl; ++l)
+        if (in[l])
+          in[l] = static_cast<const unsigned char*>(in[l]) +
+                  head * std::int64_t(size_of(leaves[l].type));
+      for (std::size_t p = 0; p < no; ++p)
+        if (out[p])
+          out[p] = static_cast<unsigned char*>(out[p]) + head * std::int64_t(size_of(outs[p].type));
+    }
+  }
+  if (done < total)
+    k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
+           total - done, stream});
   if (stream) stream_fence();
   return true;
 }
@@ -201,8 +221,18 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   const int tasks = threads == 1 ? 1
                                  : static_cast<int>(std::min<std::int64_t>(
                                        std::int64_t{threads} * 8, (total + grain - 1) / grain));
-  // A pass too large for the last-level cache writes with streaming stores (stream.hpp).
-  const bool stream = k.may_stream && unit && footprint >= stream_threshold();
+  // A pass too large for the last-level cache writes with streaming stores (stream.hpp),
+  // where its outputs are whole contiguous tensors. Rows of a view into a larger tensor
+  // (a stencil's interior) lost by them: the 5-point stencil of bench/heat2d.cpp (f64,
+  // 2048^2, rows 64-byte aligned as kiln allocates them) ran 10-20% slower with streaming
+  // stores than with ordinary ones on the AMD EPYC of bench/RESULTS.md; a hand loop over the
+  // same rows ~8% slower (the same loop on rows 16 bytes off a line: 3% faster).
+  bool whole = true;
+  for (std::size_t o = 0; o < no; ++o)
+    whole = whole && (!active[o] || outs[o].layout->is_contiguous());
+  const bool stream = k.may_stream && unit && whole && footprint >= stream_threshold();
+  const std::size_t first_out =
+      std::size_t(std::find(active.data(), active.data() + no, true) - active.data());
   // Runs of at most `chunk` elements where operands are packed: a multiple of any batch.
   constexpr std::int64_t chunk = 512;
   // The leaves whose pointers change from run to run (moving), and those that repeat an
@@ -268,7 +298,16 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
     for (std::int64_t e = lo; e < hi;) {
       const std::int64_t jend = std::min(inner, j + (hi - e));
       for (std::int64_t j0 = j; j0 < jend;) {
-        const std::int64_t n = unit ? jend - j0 : std::min(chunk, jend - j0);
+        std::int64_t n = unit ? jend - j0 : std::min(chunk, jend - j0);
+        if (stream &&
+            first_out < no) { // (a unit pass) the elements before its stores align run apart
+          const std::size_t b = size_of(outs[first_out].type);
+          const std::int64_t head =
+              stream_head(static_cast<unsigned char*>(outs[first_out].data) +
+                              (row_offset(idx, st[first_out].data(), outer) + j0) * std::int64_t(b),
+                          b, std::size_t(k.lanes) * b);
+          if (head > 0) n = std::min(n, head);
+        }
         for (std::size_t m = 0; m < n_moving; ++m) {
           const int l = moving[m];
           const std::int64_t s = st[no + l][outer];

@@ -51,6 +51,16 @@ constexpr std::array<int, sizeof...(N) + 1> prefix_sums() {
 template <class E, class Roots>
 struct eval_node;
 
+// Whether a pass's loads ask for lines ahead: only where its trees compute math functions
+// (exp, log, sin...). Such a pass reads too slowly for the hardware prefetchers of the
+// machine this was measured on to run ahead, and waited on memory ~25% of its time at 2^24
+// elements (bench/RESULTS.md); a pass of plain arithmetic keeps them busy by itself, and a
+// prefetch per load cost it ~15% (the 5-point stencil of bench/heat2d.cpp, f64 2048^2).
+template <class Roots>
+inline constexpr bool prefetch_ahead = false;
+template <class... E>
+inline constexpr bool prefetch_ahead<type_list<E...>> = (0 + ... + math_count<E>) > 0;
+
 template <class T, class Roots>
 struct eval_node<tensor<T>, Roots> {
   using value_type = T;
@@ -59,11 +69,9 @@ struct eval_node<tensor<T>, Roots> {
   }
   KILN_READER_INLINE static batch<T> load(node_ctx c, std::int64_t j) noexcept {
     const T* p = static_cast<const T*>(c.in[0]) + j;
-    // Ask for the line 4 KiB ahead: a pass that computes much per element (exp, log,
-    // sin...) reads too slowly for the hardware prefetchers of the machine this was
-    // measured on to run ahead, and waited on memory ~25% of its time at 2^24 elements
-    // (bench/RESULTS.md). The address is formed as an integer: it may lie past the end.
-    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + 4096));
+    // The line 4 KiB ahead; the address is formed as an integer: it may lie past the end.
+    if constexpr (prefetch_ahead<Roots>)
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + 4096));
     return batch<T>::load_unaligned(p);
   }
 };

@@ -80,6 +80,17 @@ inline void stream_store(T* p, const B& b) noexcept {
   b.store_unaligned(p);
 }
 
+// Elements of `elem` bytes from p to the next `width`-byte boundary; 0 where p is on one or
+// no element ever lands on one. A streaming pass runs these apart, so that the stores of the
+// rest of a row are aligned and stream (stream_store falls back on every misaligned one: a
+// view one element into a row, as a stencil's interior, would never stream).
+inline std::int64_t stream_head(const void* p, std::size_t elem, std::size_t width) noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t off = a & (width - 1);
+  if (off == 0 || a % elem != 0) return 0;
+  return std::int64_t((width - off) / elem);
+}
+
 // Streaming stores are weakly ordered: each task fences its own before it reports done.
 inline void stream_fence() noexcept {
 #ifdef KILN_HAS_STREAM_STORES
