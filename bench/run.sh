@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the benchmarks in build-bench/ (-O3 -march=native) and runs all of them; prints
-# markdown ready for bench/RESULTS.md on stdout. About 3-4 minutes on 2 cores.
+# markdown ready for bench/RESULTS.md on stdout. About 5 minutes on 2 cores.
 # Usage: bench/run.sh [max_log2 = 24]   (a smaller max_log2 makes a quick sanity run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,8 @@ max_log2=${1:-24}
 
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
   -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=ON >/dev/null
-cmake --build build-bench --target bench_elementwise black_scholes >/dev/null
+cmake --build build-bench --target bench_elementwise bench_heat2d bench_pool_wake black_scholes \
+  >/dev/null
 
 # Other work on this machine disturbs the timings: with KILN_BENCH_WAIT_IDLE=<seconds>,
 # wait up to that long for both cores to be idle (under 10% busy over 5 s) before running.
@@ -22,6 +23,8 @@ fi
 echo "## $(date -u '+%Y-%m-%d %H:%M UTC') — $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 echo
 echo "- compiler: $(g++ --version | head -1), -O3 -march=native"
+# -march=native: the kernels use the widest of these the CPU has (xsimd picks it).
+echo "- instruction set: $(grep -m1 -o -w -E 'sse4_2|avx|avx2|fma|avx512f|avx512bw|avx512dq|avx512vl' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "- kiln: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include || echo ' + uncommitted changes in include/')"
 echo "- load average before the run: $(cut -d' ' -f1-3 /proc/loadavg); CPU busy over 5 s: $(busy_pct 5)%"
 echo
@@ -50,6 +53,14 @@ echo
 for t in 1 2; do
   KILN_NUM_THREADS=$t ./build-bench/examples/black_scholes | sed 's/^/    /'
 done
+echo
+echo "### 2-D heat equation (f64 2048^2, 20 steps, narrow views)"
+echo
+./build-bench/bench/bench_heat2d
+echo
+echo "### Thread pool: cost of a pass of two tasks"
+echo
+./build-bench/bench/bench_pool_wake
 echo
 echo "### Build time"
 echo

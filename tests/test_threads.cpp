@@ -100,6 +100,34 @@ TEST_CASE("a pass ends when its tasks are done: late helpers take none and touch
     CHECK(on_helpers.load() > 0);
 }
 
+TEST_CASE("a helper asleep after a pause is woken by the next pass", "[threads]") {
+  // After a pass, helpers spin for a while, then sleep; a pass wakes only sleeping ones.
+  // Each pass here comes after a pause longer than the spin, so its helper is asleep, and
+  // holds its caller (up to 200 ms) until the helper has taken the other task: a helper
+  // the pass failed to wake would never come.
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("skipped: one hardware thread, no helper to wake");
+    return;
+  }
+  auto& pool = kiln::thread_pool::instance();
+  kiln::set_num_threads(2);
+  const auto caller = std::this_thread::get_id();
+  for (int pass = 0; pass < 20; ++pass) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::atomic<int> on_helper{0};
+    pool.parallel_for(2, [&](int) {
+      if (std::this_thread::get_id() != caller) {
+        on_helper.fetch_add(1);
+        return;
+      }
+      for (int i = 0; i < 1000 && on_helper.load() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    INFO("pass " << pass);
+    REQUIRE(on_helper.load() >= 1); // (2 where the helper came before the caller's first)
+  }
+}
+
 TEST_CASE("results do not depend on the thread count", "[threads]") {
   const auto a = kiln::random::normal<float>({1000, 777}, Catch::rngSeed());
   kiln::set_num_threads(1);
