@@ -467,6 +467,48 @@ TEST_CASE("one-element passes read and write the one element of views at offsets
   }
 }
 
+TEST_CASE("runs that end between two batches: every element once, in place or apart", "[eval]") {
+  // A run whose length is not a multiple of the batch ends with a batch over its last
+  // elements where no output shares memory with an input (some recomputed), else with the
+  // padded tail. Every length from 1 to 70 (f32 and f64 batches of 2 to 16), contiguous
+  // and as rows of a view; shared subexpressions across two outputs; and in place.
+  for (std::int64_t n = 1; n <= 70; ++n) {
+    INFO("n " << n);
+    const auto va = test::uniform<float>(std::size_t(n), -2, 2);
+    const auto vb = test::uniform<double>(std::size_t(n), -2, 2);
+    const auto a = kiln::from(va, kiln::shape{n});
+    const auto b = kiln::from(vb, kiln::shape{n});
+    const auto shared = kiln::exp(a * 0.5f) * 3.0f; // one memo site, two outputs
+    kiln::tensor<float> z1 = kiln::zeros<float>({n});
+    kiln::tensor<double> z2 = kiln::zeros<double>({n});
+    kiln::eval(z1 = shared + a, z2 = shared * b);
+    // Rows of a 3 x (n + 2) buffer: the interior columns, a row of n at an odd offset.
+    auto big = kiln::full<double>({3, n + 2}, -7.0);
+    const auto rows =
+        kiln::from(test::uniform<double>(std::size_t(3 * n), -1, 1), kiln::shape{3, n});
+    big.narrow(1, 1, n) = rows * 2.0 - b;
+    // In place: the output is an input, so the tail path.
+    auto c = kiln::from(vb, kiln::shape{n});
+    c = c * c + 1.0;
+    const auto r1 = z1.to_vector();
+    const auto r2 = z2.to_vector();
+    const auto rb = big.to_vector(), rr = rows.to_vector(), rc = c.to_vector();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double e = std::exp(double(va[i]) * 0.5) * 3.0;
+      REQUIRE(r1[i] == Approx(e + va[i]).epsilon(0).margin(1e-6 * (e + 2)));
+      REQUIRE(r2[i] == Approx(e * vb[i]).epsilon(0).margin(1e-6 * e * (std::abs(vb[i]) + 1)));
+      REQUIRE(rc[i] == vb[i] * vb[i] + 1.0);
+      for (std::int64_t row = 0; row < 3; ++row)
+        REQUIRE(rb[std::size_t(row * (n + 2) + 1 + i)] ==
+                rr[std::size_t(row * n + i)] * 2.0 - vb[i]);
+    }
+    for (std::int64_t row = 0; row < 3; ++row) { // the columns around the view untouched
+      REQUIRE(rb[std::size_t(row * (n + 2))] == -7.0);
+      REQUIRE(rb[std::size_t(row * (n + 2) + n + 1)] == -7.0);
+    }
+  }
+}
+
 TEST_CASE("one thread and two threads give identical elementwise results", "[eval]") {
   for (int iter = 0; iter < 8; ++iter) {
     const std::int64_t r = test::draw(1, 300), c = test::draw(200, 3000);

@@ -77,6 +77,40 @@ struct memo_storage {
   }
 };
 
+// Whether no active output shares a byte with a leaf of an active output or with another
+// active output (kernel_args::apart).
+inline bool outputs_apart(std::span<const host_output> outs, std::span<const flat_leaf> leaves,
+                          std::span<const int> leaf_start) {
+  using range = std::pair<std::uintptr_t, std::uintptr_t>;
+  const auto out_range = [](const host_output& o) {
+    const auto [lo, hi] = o.layout->extent();
+    const auto b = std::int64_t(size_of(o.type));
+    const auto p = reinterpret_cast<std::uintptr_t>(o.data); // element `offset`
+    return range{p + std::uintptr_t((lo - o.layout->offset) * b),
+                 p + std::uintptr_t((hi - o.layout->offset) * b)};
+  };
+  const auto meet = [](range a, range b) {
+    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+  };
+  for (std::size_t o = 0; o < outs.size(); ++o) {
+    if (!outs[o].active) continue;
+    const range r = out_range(outs[o]);
+    for (std::size_t p = 0; p < o; ++p)
+      if (outs[p].active && meet(r, out_range(outs[p]))) return false;
+    for (std::size_t q = 0; q < outs.size(); ++q) {
+      if (!outs[q].active) continue;
+      for (int l = leaf_start[q]; l < leaf_start[q + 1]; ++l) {
+        const flat_leaf& f = leaves[std::size_t(l)];
+        const auto [lo, hi] = f.layout->extent();
+        const auto b = std::int64_t(size_of(f.type));
+        const auto base = reinterpret_cast<std::uintptr_t>(f.storage->data());
+        if (meet(r, {base + std::uintptr_t(lo * b), base + std::uintptr_t(hi * b)})) return false;
+      }
+    }
+  }
+  return true;
+}
+
 // The fewest elements a pass gives a thread: fewer run on the calling thread alone.
 constexpr std::int64_t least_grain = 16384;
 
@@ -126,6 +160,9 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
   memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
   memo_storage m(memo);
   const bool stream = k.may_stream && footprint >= stream_threshold();
+  // A run not a multiple of the batch ends with an overlapping batch where that is safe.
+  const bool apart =
+      total >= k.lanes && total % k.lanes != 0 && outputs_apart(outs, leaves, k.leaf_start);
   std::int64_t done = 0;
   const std::size_t first =
       std::size_t(std::find(active.data(), active.data() + no, true) - active.data());
@@ -134,7 +171,7 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
     const std::int64_t head = std::min(total, stream_head(out[first], b, std::size_t(k.lanes) * b));
     if (head > 0) {
       k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
-             head, stream});
+             head, stream, apart});
       done = head;
       for (std::size_t l = 0; l < nl; ++l)
         if (in[l])
@@ -147,7 +184,7 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
   }
   if (done < total)
     k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
-           total - done, stream});
+           total - done, stream, apart});
   if (stream) stream_fence();
   return true;
 }
@@ -233,6 +270,9 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   const bool stream = k.may_stream && unit && whole && footprint >= stream_threshold();
   const std::size_t first_out =
       std::size_t(std::find(active.data(), active.data() + no, true) - active.data());
+  // Rows not a multiple of the batch end with an overlapping batch where that is safe (the
+  // packing buffers are the pass's own: only the operands' own memory can meet).
+  const bool apart = inner >= k.lanes && outputs_apart(outs, leaves, k.leaf_start);
   // Runs of at most `chunk` elements where operands are packed: a multiple of any batch.
   constexpr std::int64_t chunk = 512;
   // The leaves whose pointers change from run to run (moving), and those that repeat an
@@ -340,7 +380,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
                           : packed[nl + o];
         }
         k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
-               n, stream});
+               n, stream, apart});
         for (std::size_t o = 0; o < no; ++o) {
           const std::int64_t s = st[o][outer];
           if (!active[o] || s == 1) continue;

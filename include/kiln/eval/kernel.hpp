@@ -235,6 +235,10 @@ struct kernel_args {
   void* const* out; // per output: where its n values go, or null (not this run)
   std::int64_t n;
   bool stream; // streaming stores (every output is the destination itself)
+  // No output shares a byte with an input or another output: a run of n >= L elements not
+  // a multiple of L ends with one more batch over its last L elements (recomputing a few,
+  // with the same arithmetic) instead of the tail's padded copies.
+  bool apart = false;
 };
 
 // A pass type's kernel and what the host pass must know about it.
@@ -383,8 +387,13 @@ private:
     constexpr std::int64_t L = lanes();
     const frame f(a);
     std::int64_t j = 0;
+    const bool overlap = a.apart && f.n >= L;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (; j + L <= f.n; j += L) {
+      for (; j < f.n; j += L) {
+        if (j + L > f.n) { // the last few: one batch over the last L, or the tail below
+          if (!overlap) break;
+          j = f.n - L;
+        }
         // All values of a position are computed before any is stored, so an output that
         // is also an input (same layout) is read before it is overwritten.
         const auto vals = std::make_tuple(
