@@ -56,6 +56,10 @@ struct eval_node;
 // machine this was measured on to run ahead, and waited on memory ~25% of its time at 2^24
 // elements (bench/RESULTS.md); a pass of plain arithmetic keeps them busy by itself, and a
 // prefetch per load cost it ~15% (the 5-point stencil of bench/heat2d.cpp, f64 2048^2).
+// The distance: 1 KiB. The heavy expression of bench/elementwise.cpp at 2^24, one thread,
+// on an AMD EPYC (AVX2): 0.94-1.02x the plain xsimd loop with 1 KiB, 0.81-0.94x with the
+// 4 KiB first chosen on a Xeon, 0.82-0.89x with none; no size below moved measurably.
+inline constexpr std::uintptr_t prefetch_bytes = 1024;
 template <class Roots>
 inline constexpr bool prefetch_ahead = false;
 template <class... E>
@@ -69,9 +73,10 @@ struct eval_node<tensor<T>, Roots> {
   }
   KILN_READER_INLINE static batch<T> load(node_ctx c, std::int64_t j) noexcept {
     const T* p = static_cast<const T*>(c.in[0]) + j;
-    // The line 4 KiB ahead; the address is formed as an integer: it may lie past the end.
+    // The address is formed as an integer: it may lie past the end.
     if constexpr (prefetch_ahead<Roots>)
-      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + 4096));
+      __builtin_prefetch(
+          reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + prefetch_bytes));
     return batch<T>::load_unaligned(p);
   }
 };
