@@ -86,9 +86,9 @@ void hand_rows_nt(const double* u, double* v, std::int64_t n, std::int64_t r0, s
 #endif
 }
 
-// 64-byte aligned storage for the hand loops, as kiln allocates: a std::vector this large
-// comes from mmap 16 bytes past a page, and on the AMD EPYC of bench/RESULTS.md the same
-// loop ran ~1.5x slower on rows 16 bytes off a cache line than on aligned rows.
+// 64-byte aligned storage for the hand loops, as kiln allocates, so that the loops are
+// compared and not where malloc put the rows (a std::vector this large comes from mmap 16
+// bytes past a page; on this project's AMD EPYC that changed the loop's speed, unevenly).
 template <class T>
 struct aligned64 {
   using value_type = T;

@@ -57,8 +57,8 @@ struct eval_node;
 // elements (bench/RESULTS.md); a pass of plain arithmetic keeps them busy by itself, and a
 // prefetch per load cost it ~15% (the 5-point stencil of bench/heat2d.cpp, f64 2048^2).
 // The distance: 1 KiB. The heavy expression of bench/elementwise.cpp at 2^24, one thread,
-// on an AMD EPYC (AVX2): 0.94-1.02x the plain xsimd loop with 1 KiB, 0.81-0.94x with the
-// 4 KiB first chosen on a Xeon, 0.82-0.89x with none; no size below moved measurably.
+// on an AMD EPYC (AVX2): 0.94-0.98x the plain xsimd loop with 1 KiB, 0.79-0.94x with the
+// 4 KiB first chosen on a Xeon, 0.82-0.84x with none; no size below moved measurably.
 inline constexpr std::uintptr_t prefetch_bytes = 1024;
 template <class Roots>
 inline constexpr bool prefetch_ahead = false;
