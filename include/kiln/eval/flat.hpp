@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <utility>
 
 namespace kiln::detail {
 
@@ -45,6 +46,23 @@ struct flat_leaf {
   const kiln::layout* layout;
   dtype type;
 };
+
+// The memory a storage lives in, for overlap tests: its address on the host, its buffer
+// handle on a device (offsets then count from the buffer's start).
+inline const void* memory_of(const storage& s) { return s.on_host() ? s.data() : s.handle(); }
+
+// The bytes [first, second) a layout over t's storage touches, from the memory's start.
+inline std::pair<std::uintptr_t, std::uintptr_t> byte_range(const flat_leaf& t, const layout& l) {
+  const auto [lo, hi] = l.extent();
+  const auto base = t.storage->on_host() ? reinterpret_cast<std::uintptr_t>(t.storage->data())
+                                         : std::uintptr_t{0};
+  return {base + static_cast<std::uintptr_t>(lo) * size_of(t.type),
+          base + static_cast<std::uintptr_t>(hi) * size_of(t.type)};
+}
+inline bool intersect(std::pair<std::uintptr_t, std::uintptr_t> a,
+                      std::pair<std::uintptr_t, std::uintptr_t> b) {
+  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+}
 
 // A scalar leaf's value, bit for bit in the low bytes (the kernel knows its type).
 struct flat_scalar {

@@ -81,30 +81,24 @@ struct memo_storage {
 // active output (kernel_args::apart).
 inline bool outputs_apart(std::span<const host_output> outs, std::span<const flat_leaf> leaves,
                           std::span<const int> leaf_start) {
-  using range = std::pair<std::uintptr_t, std::uintptr_t>;
+  // An output's bytes, as byte_range gives a leaf's (its data points at element `offset`).
   const auto out_range = [](const host_output& o) {
     const auto [lo, hi] = o.layout->extent();
     const auto b = std::int64_t(size_of(o.type));
-    const auto p = reinterpret_cast<std::uintptr_t>(o.data); // element `offset`
-    return range{p + std::uintptr_t((lo - o.layout->offset) * b),
-                 p + std::uintptr_t((hi - o.layout->offset) * b)};
-  };
-  const auto meet = [](range a, range b) {
-    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+    const auto p = reinterpret_cast<std::uintptr_t>(o.data);
+    return std::pair{p + std::uintptr_t((lo - o.layout->offset) * b),
+                     p + std::uintptr_t((hi - o.layout->offset) * b)};
   };
   for (std::size_t o = 0; o < outs.size(); ++o) {
     if (!outs[o].active) continue;
-    const range r = out_range(outs[o]);
+    const auto r = out_range(outs[o]);
     for (std::size_t p = 0; p < o; ++p)
-      if (outs[p].active && meet(r, out_range(outs[p]))) return false;
+      if (outs[p].active && intersect(r, out_range(outs[p]))) return false;
     for (std::size_t q = 0; q < outs.size(); ++q) {
       if (!outs[q].active) continue;
       for (int l = leaf_start[q]; l < leaf_start[q + 1]; ++l) {
         const flat_leaf& f = leaves[std::size_t(l)];
-        const auto [lo, hi] = f.layout->extent();
-        const auto b = std::int64_t(size_of(f.type));
-        const auto base = reinterpret_cast<std::uintptr_t>(f.storage->data());
-        if (meet(r, {base + std::uintptr_t(lo * b), base + std::uintptr_t(hi * b)})) return false;
+        if (intersect(r, byte_range(f, *f.layout))) return false;
       }
     }
   }
