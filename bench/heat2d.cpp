@@ -47,13 +47,18 @@ double quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * double(v.size() - 1) + 0.5)];
 }
 
+// The new value at column j of the row c, between the rows up and dn.
+inline double point(const double* up, const double* c, const double* dn, std::int64_t j) {
+  return c[j] + r * (up[j] + dn[j] + c[j - 1] + c[j + 1] - 4.0 * c[j]);
+}
+
 // Rows [r0, r1) of the interior of one step, row-major n x n.
 void hand_rows(const double* u, double* v, std::int64_t n, std::int64_t r0, std::int64_t r1) {
   for (std::int64_t i = r0; i < r1; ++i) {
     const double *c = u + i * n, *up = c - n, *dn = c + n;
     double* o = v + i * n;
     for (std::int64_t j = 1; j < n - 1; ++j)
-      o[j] = c[j] + r * (up[j] + dn[j] + c[j - 1] + c[j + 1] - 4.0 * c[j]);
+      o[j] = point(up, c, dn, j);
   }
 }
 
@@ -68,7 +73,7 @@ void hand_rows_nt(const double* u, double* v, std::int64_t n, std::int64_t r0, s
     double* o = v + i * n;
     std::int64_t j = 1;
     for (; j < n - 1 && reinterpret_cast<std::uintptr_t>(o + j) % 32 != 0; ++j)
-      o[j] = c[j] + r * (up[j] + dn[j] + c[j - 1] + c[j + 1] - 4.0 * c[j]);
+      o[j] = point(up, c, dn, j);
     for (; j + 4 <= n - 1; j += 4) {
       const __m256d cj = _mm256_loadu_pd(c + j);
       const __m256d s = _mm256_sub_pd(
@@ -78,7 +83,7 @@ void hand_rows_nt(const double* u, double* v, std::int64_t n, std::int64_t r0, s
       _mm256_stream_pd(o + j, _mm256_add_pd(cj, _mm256_mul_pd(rr, s)));
     }
     for (; j < n - 1; ++j)
-      o[j] = c[j] + r * (up[j] + dn[j] + c[j - 1] + c[j + 1] - 4.0 * c[j]);
+      o[j] = point(up, c, dn, j);
   }
   _mm_sfence();
 #else
