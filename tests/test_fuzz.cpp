@@ -557,7 +557,9 @@ void fuzz_on(const kiln::device& dev) {
   };
   std::array<long, 5> per_kind{};
   long n = 0, large = 0, failures = 0, compared = 0, unbounded = 0;
-  long degenerate = 0, compared_rest = 0, unbounded_rest = 0; // cases mostly without bounds
+  // Cases with more than 10% of values unbounded (a product over millions of elements
+  // overflows in every output) are counted apart: one such large case outweighs a thousand.
+  long degenerate = 0, compared_rest = 0, unbounded_rest = 0;
   for (long i = std::max(0L, set.only);; ++i) {
     if (set.only >= 0 ? i > set.only : elapsed() > set.seconds) break;
     runner r{std::mt19937_64(case_seed(i)), {}, dev, set};
@@ -572,7 +574,7 @@ void fuzz_on(const kiln::device& dev) {
     large += r.c.big;
     compared += r.compared;
     unbounded += r.unbounded;
-    if (r.unbounded * 2 > r.compared) {
+    if (r.unbounded * 10 > r.compared) {
       ++degenerate;
     } else {
       compared_rest += r.compared;
@@ -590,12 +592,14 @@ void fuzz_on(const kiln::device& dev) {
             << per_kind[2] + per_kind[3] << ", two-output " << per_kind[4] << "); " << compared
             << " values compared, " << unbounded
             << " with no bound (a comparison too close to call); " << degenerate
-            << " cases mostly without bounds" << std::endl;
+            << " cases with over 10% without bounds" << std::endl;
   CHECK(n > 0);
   // The bounds must leave most values checked, or the fuzzer checks little: in all but a few
   // cases, and in those most values. (Counted over all values, one large case whose every
-  // value overflows, of 5 million values, failed a run of few cases on a loaded machine.)
-  CHECK(degenerate * 50 <= n);
+  // value overflows, of 5 million values, failed a run of few cases on a loaded machine; with
+  // "mostly" at one half, x - prod(x) over 4.6 million floats, half its values unbounded, failed
+  // a run of 1056 cases.)
+  CHECK(degenerate <= 1 + n / 50); // one allowed however few cases the time allowed
   CHECK(unbounded_rest * 50 <= compared_rest);
 }
 
