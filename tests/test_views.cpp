@@ -153,6 +153,31 @@ TEST_CASE("writing through a view writes the underlying storage", "[views]") {
   CHECK(t.at({3, 0}) == 100.0);
 }
 
+// A pending assignment holds a named target by reference and copies a temporary one (a
+// view): kept in a variable, it still writes the view's elements after the view's handle
+// is gone; assigning to std::move(t) leaves t's handle as it was.
+TEST_CASE("a pending assignment outlives its view, and std::move(t) = e keeps t", "[views]") {
+  const auto src = test::uniform<double>(6, -1, 1);
+  const auto s = kiln::from(src, kiln::shape{2, 3});
+  auto t = kiln::zeros<double>({4, 3});
+  {
+    const auto pending = (t.narrow(0, 2, 2) = s * 3.0); // the view handle ends here
+    CHECK(t.at({2, 0}) == 0.0);                         // not run yet
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      INFO(i << "," << j);
+      CHECK(t.at({i, j}) == (i >= 2 ? 3.0 * src[std::size_t((i - 2) * 3 + j)] : 0.0));
+    }
+  auto u = kiln::zeros<double>({2, 3});
+  const double* before = u.data();
+  std::move(u) = s + 1.0;
+  REQUIRE_FALSE(u.empty());
+  CHECK(u.data() == before);
+  for (int k = 0; k < 6; ++k)
+    CHECK(u.data()[k] == src[std::size_t(k)] + 1.0);
+}
+
 // --- Random chains of views against a reference that tracks, for every element of the
 // view, the storage offset numpy's semantics give it (index arithmetic written here).
 namespace {

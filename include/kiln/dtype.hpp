@@ -98,10 +98,12 @@ constexpr std::string_view name(dtype d) {
   return names[static_cast<int>(d)];
 }
 
-constexpr std::size_t size_of(dtype d) {
-  constexpr std::size_t sizes[] = {1, 1, 4, 4, 8, 2, 2, 4, 8};
-  return sizes[static_cast<int>(d)];
-}
+namespace detail {
+// At namespace scope: a table local to size_of was built on the stack at every call, and the
+// load right after those stores stalled the host pass.
+inline constexpr std::size_t dtype_sizes[] = {1, 1, 4, 4, 8, 2, 2, 4, 8};
+} // namespace detail
+constexpr std::size_t size_of(dtype d) { return detail::dtype_sizes[static_cast<int>(d)]; }
 
 constexpr bool is_floating(dtype d) { return d >= dtype::f16; }
 constexpr bool is_integral(dtype d) { return d >= dtype::u8 && d <= dtype::i64; }

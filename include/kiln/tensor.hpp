@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -158,7 +159,7 @@ public:
       pending_assign<T, std::remove_cvref_t<E>>
   operator=(E&& e) && {
     detail::check_assignable<value_t<E>, T>();
-    return {*this, std::forward<E>(e)};
+    return {std::move(*this), std::forward<E>(e)};
   }
   // Fill with a scalar.
   template <scalar S>
@@ -390,25 +391,38 @@ private:
 };
 
 // The deferred `tensor = expression` (see tensor::operator=): runs at the end of the
-// statement unless kiln::eval took it to fuse with other outputs.
+// statement unless kiln::eval took it to fuse with other outputs. A named target is held by
+// reference: a pending_assign can be neither copied nor moved, so it ends in the scope of
+// the statement that made it, before the target (a handle copied here cost a reference
+// count per statement). A temporary target, a view (`t.narrow(0, 1, 2) = e`), is copied:
+// `auto p = (t.narrow(0, 1, 2) = e);` keeps the pending assignment past the view's end.
 template <element T, class E>
 class pending_assign {
 public:
-  pending_assign(const tensor<T>& dst, E e) : dst_(dst), expr_(std::move(e)) {
-    if (dst_.empty()) throw error("assign", "tensor is empty", "the target has no storage");
+  template <class X>
+  pending_assign(const tensor<T>& dst, X&& e) : dst_(&dst), expr_(std::forward<X>(e)) {
+    check();
+  }
+  template <class X> // (copied, not moved from: `std::move(t) = e` must leave t as it is)
+  pending_assign(tensor<T>&& dst, X&& e) : owned_(dst), dst_(&*owned_), expr_(std::forward<X>(e)) {
+    check();
   }
   pending_assign(const pending_assign&) = delete;
   pending_assign& operator=(const pending_assign&) = delete;
   ~pending_assign() noexcept(false) {
     // Never throw while another exception unwinds the stack.
-    if (!done_ && std::uncaught_exceptions() == uncaught_) detail::assign(dst_, expr_);
+    if (!done_ && std::uncaught_exceptions() == uncaught_) detail::assign(*dst_, expr_);
   }
-  const tensor<T>& target() const noexcept { return dst_; }
+  const tensor<T>& target() const noexcept { return *dst_; }
   const E& expr() const noexcept { return expr_; }
   void mark_done() noexcept { done_ = true; }
 
 private:
-  tensor<T> dst_;
+  void check() const {
+    if (dst_->empty()) throw error("assign", "tensor is empty", "the target has no storage");
+  }
+  std::optional<tensor<T>> owned_;
+  const tensor<T>* dst_;
   E expr_;
   bool done_ = false;
   int uncaught_ = std::uncaught_exceptions();

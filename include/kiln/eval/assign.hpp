@@ -78,12 +78,13 @@ void check_devices(const E& e, const kiln::device& where, const char* op) {
 template <class... O>
 void device_run(const O&... outs);
 
-// One output of a pass: where it goes and the expression that fills it.
+// One output of a pass: where it goes and the expression that fills it, both outliving the
+// pass (a copy of the target's handle cost a reference count per statement).
 template <element D, class E>
 struct pass_output {
   using dst_type = D;
   using expr_type = E;
-  tensor<D> dst;
+  const tensor<D>& dst;
   const E* expr;
 };
 
@@ -217,8 +218,9 @@ void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
 // into a temporary first, then copied.
 template <class Tup, std::size_t... I>
 void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op) {
-  const auto flats = std::make_tuple(
-      flat_expr<typename std::tuple_element_t<I, Tup>::expr_type>(*std::get<I>(outs).expr)...);
+  // Built in place (a copy through make_tuple stalled on store forwarding).
+  const std::tuple<flat_expr<typename std::tuple_element_t<I, Tup>::expr_type>...> flats(
+      *std::get<I>(outs).expr...);
   const std::array<plan_output, sizeof...(I)> plan{
       plan_output{flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
                             dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()},

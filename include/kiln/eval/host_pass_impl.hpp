@@ -119,53 +119,67 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
   const std::size_t no = outs.size(), nl = leaves.size();
   if (total > least_grain && num_threads() > 1) return false;
   const auto plain = [&](const kiln::layout& l) { return l.shape == shape && l.is_contiguous(); };
-  scratch<bool, 8> active(no);
-  scratch<void*, 8> out(no);
+  // Raw pointers into the scratch arrays, taken once: through scratch::operator[] every
+  // access tested for a heap array again (a store through a pointer may change it).
+  scratch<void*, 8> out_store(no);
+  scratch<const void*, 32> in_store(nl);
+  void** out = out_store.data();
+  const void** in = in_store.data();
   std::int64_t footprint = 0;
+  std::size_t first = no; // the first active output
   for (std::size_t o = 0; o < no; ++o) {
-    active[o] = outs[o].active;
     out[o] = nullptr;
-    if (!active[o]) continue;
+    if (!outs[o].active) continue;
     if (!plain(*outs[o].layout)) return false;
     out[o] = outs[o].data;
-    footprint += total * std::int64_t(size_of(outs[o].type));
+    first = std::min(first, o);
+    footprint += std::int64_t(size_of(outs[o].type));
   }
-  scratch<const void*, 32> in(nl);
-  scratch<int, 32> rep(nl);
   std::size_t o = 0;
   for (std::size_t l = 0; l < nl; ++l) {
     while (o + 1 < no && int(l) >= k.leaf_start[o + 1])
       ++o;
     in[l] = nullptr;
-    rep[l] = int(l);
-    if (!active[o]) continue;
+    if (!outs[o].active) continue;
     const flat_leaf& f = leaves[l];
     if (!plain(*f.layout)) return false;
     const std::size_t b = size_of(f.type);
     in[l] =
         static_cast<const unsigned char*>(f.storage->data()) + f.layout->offset * std::int64_t(b);
-    footprint += total * std::int64_t(b);
-    for (std::size_t p = 0; p < l; ++p) // the first equal leaf: a memo key (memo.hpp)
-      if (in[p] == in[l] && size_of(leaves[p].type) == b) {
-        rep[l] = int(p);
-        break;
-      }
+    footprint += std::int64_t(b);
   }
-  memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
+  footprint *= total;
+  // Memo slots: a leaf's first equal leaf is part of a memo key (memo.hpp). A pass with no
+  // memo sites (most) skips the plan.
+  scratch<int, 32> rep_store(k.memos.empty() ? 0 : nl);
+  int* rep = rep_store.data();
+  if (!k.memos.empty())
+    for (std::size_t l = 0; l < nl; ++l) {
+      rep[l] = int(l);
+      if (!in[l]) continue;
+      for (std::size_t p = 0; p < l; ++p)
+        if (in[p] == in[l] && size_of(leaves[p].type) == size_of(leaves[l].type)) {
+          rep[l] = int(p);
+          break;
+        }
+    }
+  scratch<bool, 8> active_store(no);
+  bool* active = active_store.data();
+  for (std::size_t p = 0; p < no; ++p)
+    active[p] = outs[p].active;
+  memo_plan memo(k, {active, no}, {rep, k.memos.empty() ? 0 : nl}, scalars);
   memo_storage m(memo);
   const bool stream = k.may_stream && footprint >= stream_threshold();
   // A run not a multiple of the batch ends with an overlapping batch where that is safe.
   const bool apart =
       total >= k.lanes && total % k.lanes != 0 && outputs_apart(outs, leaves, k.leaf_start);
   std::int64_t done = 0;
-  const std::size_t first =
-      std::size_t(std::find(active.data(), active.data() + no, true) - active.data());
   if (stream && first < no) { // the elements before the first output's stores align run apart
     const std::size_t b = size_of(outs[first].type);
     const std::int64_t head = std::min(total, stream_head(out[first], b, std::size_t(k.lanes) * b));
     if (head > 0) {
-      k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
-             head, stream, apart});
+      k.run({in, scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out, head, stream,
+             apart});
       done = head;
       for (std::size_t l = 0; l < nl; ++l)
         if (in[l])
@@ -177,8 +191,8 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
     }
   }
   if (done < total)
-    k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
-           total - done, stream, apart});
+    k.run({in, scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out, total - done,
+           stream, apart});
   if (stream) stream_fence();
   return true;
 }

@@ -13,6 +13,9 @@ namespace kiln::detail {
 inline bool share_bytes(const flat_leaf& a, const layout& la, const flat_leaf& b,
                         const layout& lb) {
   if (!a.storage || !b.storage || a.storage->device() != b.storage->device()) return false;
+  // Two host allocations of kiln's own never share a byte (memory borrowed through view_of
+  // may): the common case, decided without the layouts' extents.
+  if (a.storage != b.storage && a.storage->owned() && b.storage->owned()) return false;
   if (!a.storage->device().is_host() && memory_of(*a.storage) != memory_of(*b.storage))
     return false;
   return intersect(byte_range(a, la), byte_range(b, lb));
@@ -57,7 +60,7 @@ KILN_CORE_INLINE bool plan_in_place(std::span<const plan_output> outs, const cha
                         "; move it with .to(" + where.str() + ")");
     const kiln::shape& ts = o.target.layout->shape;
     kiln::shape b = ts;
-    if (!broadcast_into(b, o.value) || b != ts)
+    if (o.value != ts && (!broadcast_into(b, o.value) || b != ts))
       throw error(op, "shapes cannot be broadcast together",
                   "value of shape " + o.value.str() + " into a tensor of shape " + ts.str());
     for (int d = 0; d < ts.size() && numel(ts) > 0; ++d) // an empty tensor has no overlap
