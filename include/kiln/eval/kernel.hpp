@@ -393,17 +393,24 @@ private:
     const frame f(a);
     std::int64_t j = 0;
     const bool overlap = a.apart && f.n >= L;
+    // Whole batches in a plain counted loop, then, where the run allows it, one more over
+    // the last L (else the tail below). With the end tested inside one loop (j reset to
+    // n - L there), g++ rebuilt the math functions' constants in every batch: the heavy
+    // expression of bench/elementwise.cpp ran ~15% slower than the same batches in a
+    // plain loop.
+    std::int64_t end = f.n / L * L;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (; j < f.n; j += L) {
-        if (j + L > f.n) { // the last few: one batch over the last L, or the tail below
-          if (!overlap) break;
-          j = f.n - L;
+      for (;;) {
+        for (; j < end; j += L) {
+          // All values of a position are computed before any is stored, so an output that
+          // is also an input (same layout) is read before it is overwritten.
+          const auto vals = std::make_tuple(
+              (on<I>(f.out) ? value<true, I>(root<I>(f), j) : batch<value_t<E>>())...);
+          (store<I, Stream>(f.out, j, std::get<I>(vals)), ...);
         }
-        // All values of a position are computed before any is stored, so an output that
-        // is also an input (same layout) is read before it is overwritten.
-        const auto vals = std::make_tuple(
-            (on<I>(f.out) ? value<true, I>(root<I>(f), j) : batch<value_t<E>>())...);
-        (store<I, Stream>(f.out, j, std::get<I>(vals)), ...);
+        if (!overlap || j >= f.n) break;
+        j = f.n - L; // the last few: one batch over the last L
+        end = f.n;
       }
     }
     (std::index_sequence_for<E...>{});
