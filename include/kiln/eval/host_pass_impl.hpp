@@ -108,6 +108,12 @@ inline bool outputs_apart(std::span<const host_output> outs, std::span<const fla
 // The fewest elements a pass gives a thread: fewer run on the calling thread alone.
 constexpr std::int64_t least_grain = 16384;
 
+// Enough elements per thread that waking a worker pays off; heavier trees split sooner.
+// (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
+inline std::int64_t pass_grain(const host_kernel_ref& k) {
+  return std::max<std::int64_t>(least_grain, (1 << 19) / k.cost);
+}
+
 // A pass of one task whose active operands all have the pass's shape and are contiguous:
 // one run over their memory as it is. Returns false, having done nothing, for any other
 // pass. What it skips (merging layouts, broadcast views, rows) is most of the cost of a
@@ -117,7 +123,9 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
                                 std::span<const flat_scalar> scalars, const kiln::shape& shape,
                                 std::int64_t total) {
   const std::size_t no = outs.size(), nl = leaves.size();
-  if (total > least_grain && num_threads() > 1) return false;
+  // A pass that splits is the general pass's; one task of any size is this one's (so a pass
+  // too small to split runs the same code on 1 or more threads).
+  if (total > pass_grain(k) && num_threads() > 1) return false;
   const auto plain = [&](const kiln::layout& l) { return l.shape == shape && l.is_contiguous(); };
   // Raw pointers into the scratch arrays, taken once: through scratch::operator[] every
   // access tested for a heap array again (a store through a pointer may change it).
@@ -257,9 +265,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   // Shared subexpressions: sites of one type over the same values share a slot (memo.hpp).
   memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
 
-  // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
-  // (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
-  const std::int64_t grain = std::max<std::int64_t>(least_grain, (1 << 19) / k.cost);
+  const std::int64_t grain = pass_grain(k);
   const int threads = num_threads();
   // A few tasks per thread, taken dynamically, so a thread slowed by anything else on its
   // core does not leave the others idle at the end.
