@@ -5,6 +5,7 @@
 // local tensors and returned from a function never dangles: a copied leaf is a refcount
 // bump on the tensor's storage.
 #include "kiln/dtype.hpp"
+#include "kiln/ops/rules.hpp"
 #include "kiln/shape.hpp"
 
 #include <boost/hana/for_each.hpp>
@@ -186,6 +187,24 @@ decltype(auto) as_child(X&& x) {
 template <class Op, class Peer, class X>
 using child_t = std::remove_cvref_t<decltype(as_child<Op, Peer>(std::declval<X>()))>;
 
+// What every op definition must give, said in one sentence each where an op (a user's, most
+// likely) lacks it, instead of an error deep in an evaluator.
+template <class Op, class... A, std::size_t... I>
+constexpr void check_op(std::index_sequence<I...>) {
+  static_assert(
+      requires { Op::name; },
+      "kiln: an op needs `static constexpr const char* name` (derive it from "
+      "kiln::op_base)");
+  static_assert(
+      requires { typename Op::rule::template result<A...>; },
+      "kiln: the op's result-type rule (`using rule = ...`) does not apply to these "
+      "operand types");
+  static_assert(
+      requires { Op::host(std::declval<typename Op::rule::template operand<I, A...>>()...); },
+      "kiln: the op needs `static T host(T...)`, callable with its operands' compute types: "
+      "the value of one element, which the host evaluator computes");
+}
+
 } // namespace detail
 
 // Builds the node for Op from operands (expressions and scalars), checking the op's
@@ -194,6 +213,7 @@ template <class Op, class... X>
 auto make_node(X&&... x) {
   using Peer = typename detail::peer_type<std::remove_cvref_t<X>...>::type;
   using Node = expr_node<Op, detail::child_t<Op, Peer, X>...>;
+  detail::check_op<Op, value_t<detail::child_t<Op, Peer, X>>...>(std::index_sequence_for<X...>{});
   Op::rule::template check<value_t<detail::child_t<Op, Peer, X>>...>();
   return Node(std::in_place, detail::as_child<Op, Peer>(std::forward<X>(x))...);
 }
@@ -222,9 +242,14 @@ struct spelling {
   }
 };
 
-// Base of every op definition: the slots the JIT (device spellings) and autodiff
-// (derivative rule) fill in for each op, empty until those components define them.
+// Base of every op definition, the catalog's and a user's (README, "Writing your own op"):
+// the slots the JIT (device spellings) and autodiff (derivative rule) fill in for each op,
+// empty until the op defines them, and the arithmetic promotion as the result-type rule.
+// `device` is one body for every C-family dialect (GLSL, CUDA C++), used where the op
+// gives no spelling of that dialect's own.
 struct op_base {
+  using rule = rules::arithmetic;
+  static constexpr spelling device{};
   static constexpr spelling glsl{};
   static constexpr spelling cuda{};
   static constexpr spelling msl{};

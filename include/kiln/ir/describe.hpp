@@ -15,7 +15,7 @@
 namespace kiln::ir {
 
 template <class Op>
-inline constexpr ir_op op_info = {Op::name, &Op::glsl, &Op::cuda, &Op::msl};
+inline constexpr ir_op op_info = {Op::name, &Op::glsl, &Op::cuda, &Op::msl, &Op::device};
 
 // One node. Each computes as the host evaluator does: operands converted to the op's
 // operand compute dtypes, the op's host() result, converted to the node's value dtype.

@@ -27,6 +27,7 @@ struct ir_op {
   const spelling* glsl;
   const spelling* cuda;
   const spelling* msl;
+  const spelling* device = nullptr; // the body shared by the C-family dialects, else none
 };
 
 struct ir_instr {

@@ -28,9 +28,11 @@ struct dialect {
     return cfamily::convert_expr(from, to, x, literals);
   }
   const char* index_type(const kernel_ir& ir) const { return index_types[ir.wide_index ? 1 : 0]; }
-  // The op's spelling for this compute type; none is a kiln::error naming op and dialect.
+  // The op's spelling for this compute type: the dialect's own, else the op's shared
+  // C-family body; none is a kiln::error naming op and dialect.
   const char* pick(const ir_op& op, dtype compute) const {
     const char* s = (op.*spelling_of)->pick(compute);
+    if (!s && op.device) s = op.device->pick(compute);
     if (!s)
       throw error("jit", std::string("op has no ") + name + " spelling",
                   std::string(op.name) + " on " + std::string(kiln::name(compute)));

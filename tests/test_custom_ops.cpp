@@ -1,0 +1,186 @@
+// A user's own op, defined outside namespace kiln with the catalog's one-definition mechanism
+// (README, "Writing your own op"): host value, SIMD batch, one device body shared by GLSL and
+// CUDA, a derivative rule. It fuses into the pass around it on the host and on vulkan:0, its
+// CUDA code compiles and assembles, its gradient matches finite differences; an op with no
+// device body is a clear error on a device, and runs on the host.
+#include "cuda_codegen_support.hpp"
+#include "grad_support.hpp"
+#include "vulkan_support.hpp"
+
+#include "kiln/kiln.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace mylib {
+namespace ops {
+
+// softsign(x) = x / (1 + |x|), its derivative 1 / (1 + |x|)^2.
+struct softsign : kiln::op_base {
+  static constexpr const char* name = "softsign";
+  using rule = kiln::rules::floating;
+  template <class T>
+  static T host(T x) {
+    return x / (T(1) + std::fabs(x));
+  }
+  template <class T>
+  static constexpr bool simd_for = std::is_same_v<T, float> || std::is_same_v<T, double>;
+  template <class B>
+  static B simd(const B& x) {
+    return x / (B(1) + xsimd::abs(x));
+  }
+  // One body for GLSL and CUDA C++: operators and $T(...) casts mean the same in both.
+  static constexpr kiln::spelling device{.any = "($0 / ($T(1) + ($0 < $T(0) ? -$0 : $0)))"};
+  struct derivative {
+    template <class D, class G, class X>
+    static auto vjp(const G& g, const X& x) {
+      const auto d = 1.0 + kiln::abs(x);
+      return D::tuple(D::mul(g, 1.0 / (d * d)));
+    }
+  };
+};
+
+// Host only: no SIMD batch, no device body; the arithmetic promotion (op_base's rule).
+struct cube_plus : kiln::op_base {
+  static constexpr const char* name = "cube_plus";
+  template <class T>
+  static T host(T a, T b) {
+    return a * a * a + b;
+  }
+};
+
+} // namespace ops
+
+KILN_UNARY_FUNCTION(softsign, ops::softsign)
+KILN_BINARY_FUNCTION(cube_plus, ops::cube_plus)
+
+} // namespace mylib
+
+namespace {
+
+double softsign_ref(double x) { return x / (1 + std::fabs(x)); }
+
+// |got - want| within `ulps` units in the last place of T at `scale`, the magnitude of the
+// terms summed (a sum that cancels is only as accurate as its terms).
+template <class T>
+bool near(double got, double want, double scale, double ulps) {
+  const double eps = std::numeric_limits<T>::epsilon();
+  return std::fabs(got - want) <= ulps * eps * std::max(scale, 1e-30);
+}
+
+} // namespace
+
+TEST_CASE("custom op: a user's op outside namespace kiln, fused on the host, against a "
+          "double-precision reference",
+          "[custom_ops]") {
+  const std::int64_t n = test::draw(1, 300); // not a multiple of a batch: the tail is checked
+  const auto av = test::uniform<double>(std::size_t(n), -6, 6),
+             bv = test::uniform<double>(std::size_t(n), -2, 2);
+  {
+    const auto a = kiln::from(av, kiln::shape{n}), b = kiln::from(bv, kiln::shape{n});
+    const kiln::tensor<double> r = mylib::softsign(a) * b + 1.0;
+    const kiln::tensor<double> c = mylib::cube_plus(a, b * 0.5); // no SIMD: lane by lane
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto k = std::size_t(i);
+      INFO("f64 element " << i << " of " << n << ", a = " << av[k]);
+      CHECK(near<double>(r.data()[i], softsign_ref(av[k]) * bv[k] + 1.0,
+                         std::fabs(softsign_ref(av[k]) * bv[k]) + 1.0, 4));
+      CHECK(near<double>(c.data()[i], av[k] * av[k] * av[k] + bv[k] * 0.5,
+                         std::fabs(av[k] * av[k] * av[k]) + std::fabs(bv[k] * 0.5), 4));
+    }
+  }
+  std::vector<float> af(av.begin(), av.end()), bf(bv.begin(), bv.end());
+  const auto a = kiln::from(af, kiln::shape{n}), b = kiln::from(bf, kiln::shape{n});
+  const kiln::tensor<float> r = mylib::softsign(a) * b + 1.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = std::size_t(i);
+    INFO("f32 element " << i << " of " << n << ", a = " << af[k]);
+    const double t = softsign_ref(af[k]) * double(bf[k]);
+    CHECK(near<float>(r.data()[i], t + 1.0, std::fabs(t) + 1.0, 4));
+  }
+  // The op's type rule: integers compute in a float type (int32 in double), as kiln's own
+  // math does.
+  const kiln::tensor<std::int32_t> ints =
+      kiln::from(std::vector<std::int32_t>{-3, 0, 5}, kiln::shape{3});
+  const auto s = mylib::softsign(ints).eval();
+  static_assert(std::is_same_v<decltype(s), const kiln::tensor<double>>);
+  CHECK(s.to_vector() == std::vector<double>{-0.75, 0.0, 5.0 / 6.0});
+}
+
+TEST_CASE("custom op: a user's op on vulkan:0, one fused kernel, against the host",
+          "[custom_ops][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t n = test::draw(1000, 5000);
+  const auto av = test::uniform<float>(std::size_t(n), -6, 6),
+             bv = test::uniform<float>(std::size_t(n), -2, 2);
+  const auto a = kiln::from(av, kiln::shape{n}, *dev), b = kiln::from(bv, kiln::shape{n}, *dev);
+  const std::vector<float> got = (mylib::softsign(a) * b + 1.0f).to_vector();
+  REQUIRE(got.size() == std::size_t(n));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double t = softsign_ref(av[i]) * double(bv[i]);
+    wrong += !near<float>(got[i], t + 1.0, std::fabs(t) + 1.0, 8);
+  }
+  INFO(wrong << " of " << n << " elements beyond 8 ulp of the double reference");
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("custom op: without a device body, a kiln::error naming the op on vulkan:0",
+          "[custom_ops][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const auto a = kiln::from(test::uniform<float>(64, -1, 1), kiln::shape{64}, *dev);
+  try {
+    (void)mylib::cube_plus(a, a).eval();
+    FAIL("evaluating an op without a GLSL spelling on vulkan:0 did not throw");
+  } catch (const kiln::error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("cube_plus") != std::string::npos);
+    CHECK(what.find("GLSL") != std::string::npos);
+  }
+}
+
+TEST_CASE("custom op: the CUDA code of a user's op compiles for sm_80 and assembles",
+          "[custom_ops][cuda][codegen]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const kiln::tensor<float> x(kiln::shape{4, 4}), y(kiln::shape{4, 4});
+  const kiln::tensor<double> xd(kiln::shape{4, 4});
+  const std::string f32 = cuda_test::elementwise_source(
+      cuda_test::ir_of(false, 1, false, mylib::softsign(x) * y + 1.0f));
+  const std::string f64 =
+      cuda_test::elementwise_source(cuda_test::ir_of(true, 2, true, mylib::softsign(xd)));
+  // The shared body is in the kernel, with $T as the compute type.
+  CHECK(f32.find("float(1) + (") != std::string::npos);
+  CHECK(f64.find("double(1) + (") != std::string::npos);
+  const auto ptx = cuda_test::compile_and_assemble(cuda_test::bundle({f32, f64}), 80);
+  const std::string text(reinterpret_cast<const char*>(ptx.bytes.data()), ptx.bytes.size());
+  CHECK(text.find(".entry kiln_kernel_1") != std::string::npos);
+}
+
+TEST_CASE("custom op: its derivative rule against finite differences, first and second order",
+          "[custom_ops][grad]") {
+  constexpr int n = 37;
+  const auto xv = test::uniform<double>(n, -3, 3), wv = test::uniform<double>(n, -2, 2);
+  const auto x = kiln::from(xv, kiln::shape{n}), w = kiln::from(wv, kiln::shape{n});
+  auto [dx] = kiln::grad(kiln::sum(w * mylib::softsign(x)), x);
+  const auto got = kiln::tensor<double>(dx).to_vector();
+  std::vector<double> want(n), want2(n);
+  for (int i = 0; i < n; ++i) {
+    want[std::size_t(i)] = wv[std::size_t(i)] * grad_test::fd1(softsign_ref, xv[std::size_t(i)]);
+    // d/dx of the first derivative 1 / (1 + |x|)^2 (smooth away from 0: kept away below).
+    want2[std::size_t(i)] = grad_test::fd1(
+        [](double v) { return 1 / ((1 + std::fabs(v)) * (1 + std::fabs(v))); }, xv[std::size_t(i)]);
+  }
+  grad_test::check_close(got, want, 1e-6, "softsign d/dx");
+  // Second order: the derivative of sum(d softsign / dx), through the rule's expression.
+  auto [d1] = kiln::grad(kiln::sum(mylib::softsign(x)), x);
+  auto [d2] = kiln::grad(kiln::sum(d1), x);
+  const auto second = kiln::tensor<double>(d2).to_vector();
+  std::vector<double> g, e;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(xv[std::size_t(i)]) > 1e-2) // the kink of |x| at 0
+      g.push_back(second[std::size_t(i)]), e.push_back(want2[std::size_t(i)]);
+  grad_test::check_close(g, e, 1e-5, "softsign d2/dx2");
+}
