@@ -188,13 +188,9 @@ template <class Op, class Peer, class X>
 using child_t = std::remove_cvref_t<decltype(as_child<Op, Peer>(std::declval<X>()))>;
 
 // What every op definition must give, said in one sentence each where an op (a user's, most
-// likely) lacks it, instead of an error deep in an evaluator.
+// likely) lacks it, instead of an error deep in an evaluator (its name: make_node, first).
 template <class Op, class... A, std::size_t... I>
 constexpr void check_op(std::index_sequence<I...>) {
-  static_assert(
-      requires { Op::name; },
-      "kiln: an op needs `static constexpr const char* name` (derive it from "
-      "kiln::op_base)");
   static_assert(
       requires { typename Op::rule::template result<A...>; },
       "kiln: the op's result-type rule (`using rule = ...`) does not apply to these "
@@ -211,6 +207,11 @@ constexpr void check_op(std::index_sequence<I...>) {
 // type rule with a readable message.
 template <class Op, class... X>
 auto make_node(X&&... x) {
+  // Before the children are made: they name the op in their errors.
+  static_assert(
+      requires { Op::name; },
+      "kiln: an op needs `static constexpr const char* name` (derive it from "
+      "kiln::op_base)");
   using Peer = typename detail::peer_type<std::remove_cvref_t<X>...>::type;
   using Node = expr_node<Op, detail::child_t<Op, Peer, X>...>;
   detail::check_op<Op, value_t<detail::child_t<Op, Peer, X>>...>(std::index_sequence_for<X...>{});

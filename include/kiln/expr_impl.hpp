@@ -7,12 +7,6 @@ namespace kiln::detail {
 
 [[gnu::noinline]] KILN_CORE_INLINE void broadcast_operand(kiln::shape& acc, const kiln::shape& s,
                                                           const char* op) {
-  // The common cases first: the first operand, and an operand of the node's shape.
-  if (acc.empty()) {
-    acc = s;
-    return;
-  }
-  if (acc == s) return;
   if (!broadcast_into(acc, s))
     throw error(op, "shapes cannot be broadcast together",
                 "shapes " + acc.str() + " and " + s.str());

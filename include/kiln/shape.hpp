@@ -113,8 +113,21 @@ inline std::int64_t numel(const shape& s) noexcept {
 KILN_CORE_INLINE std::int64_t checked_numel(const shape& s, const char* op,
                                             std::int64_t elem_bytes = 1);
 
-// numpy broadcasting: align on the right; a dim of 1 stretches.
-KILN_CORE_INLINE bool broadcast_into(shape& acc, const shape& s);
+namespace detail {
+KILN_CORE_INLINE bool broadcast_general(shape& acc, const shape& s);
+}
+
+// numpy broadcasting: align on the right; a dim of 1 stretches. The common cases inline:
+// equal shapes (an operand of its node's shape, a value of its target's) and a rank-0 acc
+// (a node's first operand), which takes s as it is.
+inline bool broadcast_into(shape& acc, const shape& s) {
+  if (acc == s) return true;
+  if (acc.empty()) {
+    acc = s;
+    return true;
+  }
+  return detail::broadcast_general(acc, s);
+}
 
 KILN_CORE_INLINE shape broadcast_shapes(const shape& a, const shape& b,
                                         const char* op = "broadcast");

@@ -25,7 +25,7 @@ KILN_CORE_INLINE std::int64_t checked_numel(const shape& s, const char* op,
                   (elem_bytes > 1 ? "bytes" : "elements"));
 }
 
-KILN_CORE_INLINE bool broadcast_into(shape& acc, const shape& s) {
+KILN_CORE_INLINE bool detail::broadcast_general(shape& acc, const shape& s) {
   const int r = std::max(acc.size(), s.size());
   shape out(r, 1);
   for (int i = 0; i < r; ++i) {

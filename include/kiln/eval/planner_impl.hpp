@@ -60,7 +60,7 @@ KILN_CORE_INLINE bool plan_in_place(std::span<const plan_output> outs, const cha
                         "; move it with .to(" + where.str() + ")");
     const kiln::shape& ts = o.target.layout->shape;
     kiln::shape b = ts;
-    if (o.value != ts && (!broadcast_into(b, o.value) || b != ts))
+    if (!broadcast_into(b, o.value) || b != ts)
       throw error(op, "shapes cannot be broadcast together",
                   "value of shape " + o.value.str() + " into a tensor of shape " + ts.str());
     for (int d = 0; d < ts.size() && numel(ts) > 0; ++d) // an empty tensor has no overlap
