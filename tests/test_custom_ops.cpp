@@ -7,6 +7,8 @@
 #include "grad_support.hpp"
 #include "vulkan_support.hpp"
 
+#include "kiln/jit/vulkan/glsl.hpp"
+
 #include "kiln/kiln.hpp"
 
 #include <cmath>
@@ -49,8 +51,51 @@ struct cube_plus : kiln::op_base {
   }
 };
 
+// 2 e^x through kiln's device math name kiln_exp: GLSL's math library on vulkan, an
+// overload over expf/exp in CUDA; one shared body serves both.
+struct twice_exp : kiln::op_base {
+  static constexpr const char* name = "twice_exp";
+  using rule = kiln::rules::floating;
+  template <class T>
+  static T host(T x) {
+    return T(2) * std::exp(x);
+  }
+  static constexpr kiln::spelling device{.any = "($T(2) * kiln_exp($0))"};
+  struct derivative {
+    template <class D, class G, class X>
+    static auto vjp(const G& g, const X& x) {
+      return D::tuple(D::mul(g, 2.0 * kiln::exp(x)));
+    }
+  };
+};
+
+// x^N, N a tunable: each N is an op of its own (its own kernels). CUDA overrides the shared
+// body with a spelling of its own.
+template <int N>
+struct ipow : kiln::op_base {
+  static constexpr const char* name = "ipow";
+  using rule = kiln::rules::floating;
+  static constexpr kiln::tunable tunables[] = {{"N", N}};
+  template <class T>
+  static T host(T x) {
+    T r = 1;
+    for (int k = 0; k < N; ++k)
+      r *= x;
+    return r;
+  }
+  static constexpr kiln::spelling device{.any = "kiln_pow($0, $T(${N}))"};
+  static constexpr kiln::spelling cuda{.f32 = "powf($0, float(${N}))",
+                                       .f64 = "pow($0, double(${N}))"};
+  using derivative = kiln::zero_gradient; // (not differentiated in these tests)
+};
+
 } // namespace ops
 
+KILN_UNARY_FUNCTION(twice_exp, ops::twice_exp)
+template <int N, kiln::detail::any_expression X>
+auto ipow(const X& x) {
+  return kiln::make_node<ops::ipow<N>>(x);
+}
 KILN_UNARY_FUNCTION(softsign, ops::softsign)
 KILN_BINARY_FUNCTION(cube_plus, ops::cube_plus)
 
@@ -107,6 +152,44 @@ TEST_CASE("custom op: a user's op outside namespace kiln, fused on the host, aga
   CHECK(s.to_vector() == std::vector<double>{-0.75, 0.0, 5.0 / 6.0});
 }
 
+TEST_CASE("custom op: an op without simd() computes lane by lane while the rest of its pass "
+          "stays vectorized",
+          "[custom_ops]") {
+  const std::int64_t n = test::draw(1, 300);
+  const auto av = test::uniform<double>(std::size_t(n), -3, 3),
+             bv = test::uniform<double>(std::size_t(n), 0.25, 2);
+  const auto a = kiln::from(av, kiln::shape{n}), b = kiln::from(bv, kiln::shape{n});
+  // The pass runs on batches of 8 bytes (not the scalar loop), the user's op and kiln's own
+  // pow (no simd() either) lane by lane inside it.
+  const auto e = mylib::cube_plus(a, b) * b + kiln::pow(b, a) - mylib::softsign(a);
+  static_assert(kiln::detail::lane_bytes<decltype(e)> == sizeof(double));
+  const std::vector<float> af(av.begin(), av.end()), bf(bv.begin(), bv.end());
+  const auto a32 = kiln::from(af, kiln::shape{n}), b32 = kiln::from(bf, kiln::shape{n});
+  const auto e32 = mylib::cube_plus(a32, b32) * b32 + kiln::pow(b32, a32);
+  static_assert(kiln::detail::lane_bytes<decltype(e32)> == sizeof(float));
+  const auto got = kiln::tensor<double>(e).to_vector();
+  const auto got32 = kiln::tensor<float>(e32).to_vector();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = std::size_t(i);
+    INFO("element " << i << " of " << n << ", a = " << av[k] << ", b = " << bv[k]);
+    const double c = av[k] * av[k] * av[k] + bv[k], p = std::pow(bv[k], av[k]);
+    const double s = softsign_ref(av[k]);
+    CHECK(near<double>(got[k], c * bv[k] + p - s,
+                       std::fabs(c * bv[k]) + std::fabs(av[k] * av[k] * av[k] * bv[k]) + p + 1, 8));
+    const double a3 = double(af[k]), b3 = double(bf[k]);
+    const double c3 = a3 * a3 * a3 + b3;
+    CHECK(near<float>(got32[k], c3 * b3 + std::pow(b3, a3),
+                      std::fabs(a3 * a3 * a3 * b3) + std::fabs(b3 * b3) + std::pow(b3, a3), 8));
+  }
+  // A reduction's fused prologue reads through the same lanes.
+  const double total = kiln::sum(mylib::cube_plus(a, b) * 2.0).item();
+  double want = 0, scale = 0;
+  for (std::size_t k = 0; k < av.size(); ++k)
+    want += 2 * (av[k] * av[k] * av[k] + bv[k]),
+        scale += 2 * (std::fabs(av[k] * av[k] * av[k]) + bv[k]);
+  CHECK(near<double>(total, want, scale, 8 * double(n)));
+}
+
 TEST_CASE("custom op: a user's op on vulkan:0, one fused kernel, against the host",
           "[custom_ops][vulkan]") {
   const kiln::device* dev = vulkan_or_skip();
@@ -137,8 +220,9 @@ TEST_CASE("custom op: without a device body, a kiln::error naming the op on vulk
   } catch (const kiln::error& e) {
     const std::string what = e.what();
     INFO(what);
-    CHECK(what.find("cube_plus") != std::string::npos);
-    CHECK(what.find("GLSL") != std::string::npos);
+    CHECK(e.op() == "cube_plus");
+    CHECK(what.find("no GLSL spelling for f32") != std::string::npos);
+    CHECK(what.find("on vulkan:0") != std::string::npos);
   }
 }
 
@@ -183,4 +267,70 @@ TEST_CASE("custom op: its derivative rule against finite differences, first and 
     if (std::fabs(xv[std::size_t(i)]) > 1e-2) // the kink of |x| at 0
       g.push_back(second[std::size_t(i)]), e.push_back(want2[std::size_t(i)]);
   grad_test::check_close(g, e, 1e-5, "softsign d2/dx2");
+}
+
+TEST_CASE("custom op: a tunable and a kiln_ math name in a shared body, on the host and "
+          "vulkan:0, against a double-precision reference",
+          "[custom_ops][vulkan]") {
+  const std::int64_t n = test::draw(500, 3000);
+  const auto av = test::uniform<float>(std::size_t(n), 0.5f, 2.0f),
+             bv = test::uniform<float>(std::size_t(n), -3.0f, 3.0f);
+  std::vector<const kiln::device*> devices{nullptr};
+  if (const kiln::device* dev = vulkan_or_skip()) devices.push_back(dev);
+  for (const kiln::device* dev : devices) {
+    const kiln::device d = dev ? *dev : kiln::device{};
+    const auto a = kiln::from(av, kiln::shape{n}, d), b = kiln::from(bv, kiln::shape{n}, d);
+    // Two values of the tunable in one expression: two ops, two device functions.
+    const auto got = (mylib::ipow<3>(a) + mylib::ipow<5>(a) * mylib::twice_exp(b)).to_vector();
+    REQUIRE(got.size() == std::size_t(n));
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double x = av[i], p3 = x * x * x, p5 = p3 * x * x, e = 2 * std::exp(double(bv[i]));
+      wrong += !near<float>(got[i], p3 + p5 * e, p3 + p5 * e, 16);
+    }
+    INFO(wrong << " of " << n << " elements beyond 16 ulp on " << d.str());
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("custom op: GLSL takes the shared body, CUDA its override, both with the tunable's "
+          "value, and CUDA compiles and assembles kiln_ math names",
+          "[custom_ops][cuda][codegen]") {
+  const kiln::tensor<float> x(kiln::shape{8});
+  const kiln::tensor<double> xd(kiln::shape{8});
+  const auto ir = cuda_test::ir_of(false, 1, false, mylib::ipow<5>(x));
+  const std::string glsl = kiln::jit::glsl::generate(ir, kiln::jit::param_layout(ir, 128));
+  CHECK(glsl.find("kiln_pow(v0, float(5))") != std::string::npos);
+  CHECK(glsl.find("float kiln_pow(float") != std::string::npos); // the math library's
+  const std::string cuda = cuda_test::elementwise_source(ir);
+  CHECK(cuda.find("powf(v0, float(5))") != std::string::npos);
+  CHECK(cuda.find("kiln_pow") == std::string::npos);
+  const std::string e32 = cuda_test::elementwise_source(
+      cuda_test::ir_of(false, 1, false, mylib::twice_exp(x) + mylib::ipow<2>(x)));
+  const std::string e64 =
+      cuda_test::elementwise_source(cuda_test::ir_of(false, 1, false, mylib::twice_exp(xd)));
+  CHECK(e32.find("(float(2) * kiln_exp(v0))") != std::string::npos);
+  CHECK(e32.find("inline float kiln_exp(float a) { return expf(a); }") != std::string::npos);
+  CHECK(e64.find("(double(2) * kiln_exp(v0))") != std::string::npos);
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const auto ptx = cuda_test::compile_and_assemble(cuda_test::bundle({cuda, e32, e64}), 80);
+  CHECK(!ptx.bytes.empty());
+}
+
+TEST_CASE("custom op: a kiln_ name outside kiln's device math is a kiln::error naming the op",
+          "[custom_ops][cuda][codegen]") {
+  static constexpr kiln::spelling none{}, body{.any = "kiln_frobnicate($0)"};
+  static constexpr kiln::jit::ir_op fake{"frobnicate", &none, &none, &none, &body};
+  kiln::jit::kernel_ir ir;
+  ir.inputs = {kiln::dtype::f32};
+  ir.outputs = {kiln::dtype::f32};
+  kiln::jit::ir_instr ld{kiln::jit::ir_code::load, kiln::dtype::f32, kiln::dtype::f32};
+  ld.slot = 0;
+  kiln::jit::ir_instr op{kiln::jit::ir_code::apply, kiln::dtype::f32, kiln::dtype::f32};
+  op.nargs = 1;
+  op.args = {ir.add(ld), -1, -1};
+  op.op = &fake;
+  ir.results = {ir.add(op)};
+  CHECK_THROWS_WITH(cuda_test::elementwise_source(ir),
+                    Catch::StartsWith("kiln::frobnicate: a device spelling calls kiln_frobnicate"));
 }

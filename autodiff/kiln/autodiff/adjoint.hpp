@@ -5,6 +5,7 @@
 // adjoint has (`full`: the shape of the nearest enclosing reduction input or of the root,
 // since adjoints are summed back to a leaf's shape only at the leaf). Zero adjoints make
 // no record; scalars are constants.
+#include "kiln/autodiff/custom_vjp.hpp"
 #include "kiln/autodiff/nodes.hpp"
 
 #include <boost/hana/concat.hpp>
@@ -14,6 +15,7 @@
 #include <boost/hana/fold_left.hpp>
 #include <boost/hana/front.hpp>
 #include <boost/hana/length.hpp>
+#include <boost/hana/range.hpp>
 
 namespace kiln::autodiff {
 
@@ -39,6 +41,10 @@ template <class G>
 inline constexpr bool has_tensor<expand_node<G>> = has_tensor<G>;
 template <class G>
 inline constexpr bool has_tensor<collapse_node<G>> = has_tensor<G>;
+template <class Rule, class Fwd, class... A>
+inline constexpr bool has_tensor<custom_vjp_node<Rule, Fwd, A...>> = (has_tensor<A> || ...);
+template <class G>
+inline constexpr bool has_tensor<sum_to_node<G>> = has_tensor<G>;
 
 template <class Op>
 inline constexpr bool has_rule = requires {
@@ -73,6 +79,11 @@ template <class G2, class G>
 auto backprop(const collapse_node<G2>& n, const G& g, const kiln::shape&, bool alive);
 template <direction Dir, element T, class... G2, class G>
 auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shape&, bool alive);
+template <class Rule, class Fwd, class... A, class G>
+auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln::shape& full,
+              bool alive);
+template <class G2, class G>
+auto backprop(const sum_to_node<G2>& n, const G& g, const kiln::shape&, bool alive);
 
 template <class N, class Adj, class G, std::size_t... I>
 auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
@@ -159,6 +170,58 @@ auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shap
     return backprop(r.g, t, inner, alive && r.kind != route_kind::none);
   }));
 }
+// Through a composite with its own rule: the rule's adjoint of each argument, of its own
+// shape (an argument may differ in shape from the composite: a norm's vector), or `full`
+// where it is g itself, type-level one.
+template <class Rule, class Fwd, class... A, class G>
+auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln::shape& full,
+              bool alive) {
+  if constexpr (!has_tensor<custom_vjp_node<Rule, Fwd, A...>>) {
+    return hana::make_tuple();
+  } else {
+    // g summed down to the composite's own shape (it may be used broadcast); a type-level
+    // one becomes the number of broadcast copies.
+    using V = value_t<custom_vjp_node<Rule, Fwd, A...>>;
+    const kiln::shape own = shape_of(n);
+    const auto g_own = [&] {
+      if constexpr (is_one<G>)
+        return scalar_expr<V>(static_cast<V>(numel(own) == 0 ? 0 : numel(full) / numel(own)));
+      else
+        return sum_to_node<std::remove_cvref_t<decltype(toolkit::expr(g))>>(toolkit::expr(g), full,
+                                                                            own);
+    }();
+    const auto adj = hana::unpack(
+        n.args, [&](const auto&... a) { return n.rule.template vjp<toolkit>(g_own, n, a...); });
+    static_assert(decltype(hana::length(adj))::value == sizeof...(A),
+                  "kiln: a custom_vjp rule must give one adjoint per argument");
+    auto one = [&](auto i) {
+      const auto& arg = hana::at(n.args, i);
+      const auto& a = hana::at(adj, i);
+      using Arg = std::remove_cvref_t<decltype(arg)>;
+      using Adj = std::remove_cvref_t<decltype(a)>;
+      if constexpr (is_zero<Adj> || !has_tensor<Arg>) {
+        return hana::make_tuple();
+      } else {
+        kiln::shape s = shape_of(toolkit::expr(a));
+        const kiln::shape own = shape_of(arg);
+        if (!broadcast_into(s, own))
+          throw error("custom_vjp", "the rule's adjoint does not broadcast to its argument's shape",
+                      "argument " + std::to_string(decltype(i)::value) + ": adjoint shape " +
+                          shape_of(toolkit::expr(a)).str() + ", argument shape " + own.str());
+        return backprop(arg, a, s, alive);
+      }
+    };
+    return hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(A)>),
+                        [&](auto... i) { return hana::flatten(hana::make_tuple(one(i)...)); });
+  }
+}
+
+// The transpose of summing down to `own` is broadcasting back to `full`.
+template <class G2, class G>
+auto backprop(const sum_to_node<G2>& n, const G& g, const kiln::shape&, bool alive) {
+  return backprop(n.g, g, n.full, alive);
+}
+
 template <element T, class G>
 auto backprop(const scalar_expr<T>&, const G&, const kiln::shape&, bool) {
   return hana::make_tuple();

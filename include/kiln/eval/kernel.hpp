@@ -188,7 +188,10 @@ private:
   template <std::size_t... I>
   KILN_READER_INLINE static batch<value_type> compute_load(node_ctx c, std::int64_t j,
                                                            std::index_sequence<I...>) noexcept {
-    if constexpr (short_circuits<Op>) { // a batch whose mask is all zero costs the mask
+    if constexpr (!simd_all<Op, operand_t<I>...>) { // no simd(): lane by lane
+      return lanewise<Op, value_type, operand_t<I>...>(
+          batch_convert<operand_t<I>>(child_t<I>::load(child<I>(c), j))...);
+    } else if constexpr (short_circuits<Op>) { // a batch whose mask is all zero costs the mask
       const auto m = batch_convert<operand_t<1>>(child_t<1>::load(child<1>(c), j));
       if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
       return batch_convert<value_type>(

@@ -42,7 +42,8 @@ batch<To> batch_convert(const batch<From>& b) {
 }
 
 // --- lane_bytes<E>: the element size every type in E's tree shares when the whole
-// expression can run on xsimd batches, else 0 (then the scalar loop runs it).
+// expression can run on xsimd batches, else 0 (then the scalar loop runs it). An op without
+// simd() does not stop that: it computes lane by lane (`lanewise`).
 template <class E>
 struct lane_bytes_of {
   static constexpr std::size_t value = 0;
@@ -61,8 +62,8 @@ struct lane_bytes_of<expr_node<Op, C...>> {
   template <std::size_t... I>
   static constexpr bool operands_ok(std::index_sequence<I...>) {
     return ((simd_element<typename Op::rule::template operand<I, value_t<C>...>> &&
-             sizeof(typename Op::rule::template operand<I, value_t<C>...>) == sizeof(R) &&
-             Op::template simd_for<typename Op::rule::template operand<I, value_t<C>...>>)&&...);
+             sizeof(typename Op::rule::template operand<I, value_t<C>...>) == sizeof(R)) &&
+            ...);
   }
   static constexpr std::size_t value =
       (simd_element<R> && ((lane_bytes_of<C>::value == sizeof(R)) && ...) &&
@@ -147,6 +148,38 @@ inline constexpr bool short_circuits = requires {
   Op::short_circuit;
 };
 
+// Whether Op has simd() for all of its operands' compute types; where it has not, a pass
+// that is otherwise vectorized computes that op lane by lane (`lanewise`).
+template <class Op, class... T>
+inline constexpr bool simd_all = (Op::template simd_for<T> && ...);
+
+// An op without simd() inside a vectorized pass: each lane through host(), as the scalar
+// loop computes it (the same values), while the ops around it stay on batches. Out of
+// line: the op is a library call per lane anyway (pow, fmod), and the hot loop around it
+// keeps its registers.
+template <class Op, class R, class... T, std::size_t... I>
+[[gnu::noinline]] batch<R> lanewise_impl(std::index_sequence<I...>, const batch<T>&... b) noexcept {
+  constexpr std::size_t n = batch<R>::size;
+  static_assert(((batch<T>::size == n) && ...), "kiln: lanes of one pass share one width");
+  std::tuple<std::array<T, n>...> in;
+  (b.store_unaligned(std::get<I>(in).data()), ...);
+  alignas(arch::alignment()) R out[n];
+  for (std::size_t l = 0; l < n; ++l) {
+    if constexpr (short_circuits<Op>) {
+      if (std::get<1>(in)[l] == std::tuple_element_t<1, std::tuple<T...>>(0)) {
+        out[l] = R(0);
+        continue;
+      }
+    }
+    out[l] = convert<R>(Op::host(convert<compute_t<T>>(std::get<I>(in)[l])...));
+  }
+  return batch<R>::load_aligned(out);
+}
+template <class Op, class R, class... T>
+KILN_READER_INLINE batch<R> lanewise(const batch<T>&... b) noexcept {
+  return lanewise_impl<Op, R, T...>(std::index_sequence_for<T...>{}, b...);
+}
+
 template <class Op, class... R>
 struct op_reader {
   using op = Op;
@@ -182,14 +215,18 @@ private:
   template <bool Unit, std::size_t... I>
   KILN_READER_INLINE batch<value_type> simd_impl(std::int64_t j,
                                                  std::index_sequence<I...>) const noexcept {
-    if constexpr (short_circuits<Op>) {
+    if constexpr (!simd_all<Op, operand_t<I>...>) {
+      return lanewise<Op, value_type, operand_t<I>...>(
+          batch_convert<operand_t<I>>(hana::at_c<I>(children).template load<Unit>(j))...);
+    } else if constexpr (short_circuits<Op>) {
       const auto m = batch_convert<operand_t<1>>(hana::at_c<1>(children).template load<Unit>(j));
       if (xsimd::none(m != decltype(m)(0))) return batch<value_type>(value_type(0));
       return batch_convert<value_type>(
           Op::simd(batch_convert<operand_t<0>>(hana::at_c<0>(children).template load<Unit>(j)), m));
+    } else {
+      return batch_convert<value_type>(
+          Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).template load<Unit>(j))...));
     }
-    return batch_convert<value_type>(
-        Op::simd(batch_convert<operand_t<I>>(hana::at_c<I>(children).template load<Unit>(j))...));
   }
 };
 

@@ -15,7 +15,16 @@
 namespace kiln::ir {
 
 template <class Op>
-inline constexpr ir_op op_info = {Op::name, &Op::glsl, &Op::cuda, &Op::msl, &Op::device};
+constexpr ir_op make_op_info() {
+  ir_op o{Op::name, &Op::glsl, &Op::cuda, &Op::msl, &Op::device};
+  if constexpr (requires { Op::tunables[0].name; }) {
+    o.tunables = Op::tunables;
+    o.tunable_count = std::size(Op::tunables);
+  }
+  return o;
+}
+template <class Op>
+inline constexpr ir_op op_info = make_op_info<Op>();
 
 // One node. Each computes as the host evaluator does: operands converted to the op's
 // operand compute dtypes, the op's host() result, converted to the node's value dtype.

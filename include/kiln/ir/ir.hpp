@@ -27,7 +27,9 @@ struct ir_op {
   const spelling* glsl;
   const spelling* cuda;
   const spelling* msl;
-  const spelling* device = nullptr; // the body shared by the C-family dialects, else none
+  const spelling* device = nullptr;  // the body shared by the C-family dialects, else none
+  const tunable* tunables = nullptr; // the values of ${NAME} in the spellings
+  std::size_t tunable_count = 0;
 };
 
 struct ir_instr {

@@ -74,13 +74,13 @@ public:
   // --- kernels
   std::shared_ptr<kernel> compile(const kernel_ir& ir) override {
     param_layout layout(ir, max_inline_params());
-    const std::string source = self().generate(ir, layout);
+    const std::string source = generate([&] { return self().generate(ir, layout); });
     return kernels_.get(source,
                         [&] { return make_kernel(ir, layout, source, self().workgroup_size()); });
   }
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
     param_layout layout(ir, max_inline_params(), reduce_extras);
-    const std::string source = self().generate_reduction(ir, layout, r);
+    const std::string source = generate([&] { return self().generate_reduction(ir, layout, r); });
     return kernels_.get(
         source, [&] { return make_kernel(ir, layout, source, kernels::reduce_group_size); });
   }
@@ -104,6 +104,17 @@ protected:
 
 private:
   Self& self() { return static_cast<Self&>(*this); }
+
+  // Code generation, its errors (an op without this dialect's spelling) naming the device.
+  template <class F>
+  std::string generate(F&& f) {
+    try {
+      return f();
+    } catch (const error& e) {
+      const std::string on = "on " + device().str();
+      throw error(e.op(), e.reason(), e.details().empty() ? on : e.details() + ", " + on);
+    }
+  }
 
   // Codegen done; the binary from the disk cache or the compiler, then made launchable.
   std::shared_ptr<kernel> make_kernel(const kernel_ir& ir, const param_layout& layout,

@@ -11,7 +11,11 @@
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/kernels/reduce_template.hpp"
 
+#include <cctype>
+#include <cstring>
+#include <set>
 #include <string>
+#include <string_view>
 
 namespace kiln::jit {
 
@@ -29,21 +33,35 @@ struct dialect {
   }
   const char* index_type(const kernel_ir& ir) const { return index_types[ir.wide_index ? 1 : 0]; }
   // The op's spelling for this compute type: the dialect's own, else the op's shared
-  // C-family body; none is a kiln::error naming op and dialect.
+  // C-family body; none is a kiln::error naming the op and the dialect (the backend adds
+  // the device).
   const char* pick(const ir_op& op, dtype compute) const {
     const char* s = (op.*spelling_of)->pick(compute);
     if (!s && op.device) s = op.device->pick(compute);
     if (!s)
-      throw error("jit", std::string("op has no ") + name + " spelling",
-                  std::string(op.name) + " on " + std::string(kiln::name(compute)));
+      throw error(op.name,
+                  std::string("the op has no ") + name + " spelling for " +
+                      std::string(kiln::name(compute)) +
+                      " (a shared `device` body, or one of this dialect's own)",
+                  "");
     return s;
   }
 };
 
 namespace codegen {
 
-// Replaces $0 $1 $2 with the operands and $T with the compute type.
-inline std::string expand(const char* pattern, const std::string* args, const char* type) {
+// The value of the op's tunable `name` (make_node checked at compile time that it has one).
+inline long long tunable_value(const ir_op& op, std::string_view name) {
+  for (std::size_t t = 0; t < op.tunable_count; ++t)
+    if (name == op.tunables[t].name) return op.tunables[t].value;
+  throw error(op.name, "a spelling uses a tunable the op does not declare",
+              "${" + std::string(name) + "}");
+}
+
+// Replaces $0 $1 $2 with the operands, $T with the compute type and ${NAME} with the value
+// of op's tunable NAME.
+inline std::string expand(const char* pattern, const std::string* args, const char* type,
+                          const ir_op* op = nullptr) {
   std::string out;
   for (const char* p = pattern; *p; ++p) {
     if (*p == '$' && p[1] >= '0' && p[1] <= '2') {
@@ -52,11 +70,27 @@ inline std::string expand(const char* pattern, const std::string* args, const ch
     } else if (*p == '$' && p[1] == 'T') {
       out += type;
       ++p;
+    } else if (*p == '$' && p[1] == '{' && op) {
+      const char* end = std::strchr(p + 2, '}');
+      if (!end) throw error(op->name, "a spelling has `${` without its `}`", pattern);
+      out += std::to_string(tunable_value(*op, std::string_view(p + 2, std::size_t(end - p - 2))));
+      p = end;
     } else {
       out += *p;
     }
   }
   return out;
+}
+
+// The names of kiln_ library functions (device math, kernels/glsl_math) a spelling calls.
+inline void math_calls(const char* s, std::set<std::string>& names) {
+  for (const char* p = std::strstr(s, "kiln_"); p; p = std::strstr(p + 1, "kiln_")) {
+    const char* e = p;
+    while (std::isalnum(static_cast<unsigned char>(*e)) || *e == '_')
+      ++e;
+    names.insert(std::string(p, e));
+    p = e - 1;
+  }
 }
 
 inline std::string var(std::int32_t v) { return "v" + std::to_string(v); }
@@ -119,7 +153,7 @@ inline std::string element_code(const dialect& d, const kernel_ir& ir, int buffe
       for (int a = 0; a < in.nargs; ++a)
         args[a] = var(in.args[a]);
       // The op computes in `compute`; its result has the host() result type `type`.
-      rhs = expand(d.pick(*in.op, in.compute), args, cfamily::register_type(in.compute));
+      rhs = expand(d.pick(*in.op, in.compute), args, cfamily::register_type(in.compute), in.op);
       break;
     }
     }
@@ -174,7 +208,7 @@ public:
 
   std::string apply(const ir_op& op, dtype compute, const std::string& x) const override {
     const std::string args[1] = {x};
-    return expand(d_.pick(op, compute), args, cfamily::register_type(compute));
+    return expand(d_.pick(op, compute), args, cfamily::register_type(compute), &op);
   }
 
 private:

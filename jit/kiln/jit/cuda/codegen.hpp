@@ -14,6 +14,7 @@
 //   erfcf 4, powf 4, tanhf 2 ulp; double functions mostly 1-2 ulp). Source is compiled
 //   with -default-device, so helper functions need no __device__.
 #include "kiln/jit/codegen/ir_walk.hpp"
+#include "kiln/jit/cuda/math_names.hpp"
 #include "kiln/jit/pipeline/launch_grid.hpp"
 #include "kiln/jit/pipeline/params.hpp"
 #include "kiln/jit/pipeline/reduce_spec.hpp"
@@ -102,9 +103,12 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
   for (const auto& m : layout.members())
     s += "  " + m + "\n";
   s += "};\n";
-  for (const auto& in : ir.code) // every op has a spelling here, or a clear error now
-    if (in.code == ir_code::apply) (void)cuda_dialect.pick(*in.op, in.compute);
-  return s + cfamily::conversion_library(used);
+  // Every op has a spelling here, or a clear error now; the kiln_ math names they call.
+  std::set<std::string> calls;
+  for (const auto& in : ir.code)
+    if (in.code == ir_code::apply)
+      add_math_calls(cuda_dialect.pick(*in.op, in.compute), in.op->name, calls);
+  return s + cfamily::conversion_library(used) + math_overloads(calls);
 }
 
 // An elementwise kernel: a grid-stride loop storing every output.

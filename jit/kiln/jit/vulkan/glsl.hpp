@@ -25,19 +25,9 @@ namespace kiln::jit::glsl {
 using namespace cfamily;
 
 using codegen::expand;
+using codegen::math_calls;
 using codegen::numbered;
 using codegen::var;
-
-// The names of kiln_ library functions a spelling calls.
-inline void math_calls(const char* s, std::set<std::string>& names) {
-  for (const char* p = std::strstr(s, "kiln_"); p; p = std::strstr(p + 1, "kiln_")) {
-    const char* e = p;
-    while (std::isalnum(static_cast<unsigned char>(*e)) || *e == '_')
-      ++e;
-    names.insert(std::string(p, e));
-    p = e - 1;
-  }
-}
 
 // Buffer b's element at `index`. GLSL indexes arrays with 32-bit integers; 64-bit indexing
 // is for counts and offsets past 2^31, and a buffer's range (at most 4 GiB) keeps each
