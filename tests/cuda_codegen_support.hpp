@@ -34,6 +34,19 @@ inline std::string elementwise_source(const jit::kernel_ir& ir) {
   return jit::cuda::generate(ir, jit::param_layout(ir, jit::cuda::max_param_bytes));
 }
 
+// The reduction kernel of reduction R over the IR `ir` of a value expression of type V, for
+// one stage (as run_reduction specializes it; f64 accumulators where R asks for them).
+template <class R, class V>
+std::string reduction_source(const jit::kernel_ir& ir, jit::reduce_stage stage) {
+  const kiln::dtype v = kiln::dtype_of<V>();
+  const jit::reduce_spec spec{&kiln::reduction_info_of<R>, stage, v,
+                              kiln::reduction_info_of<R>.accumulator(v, true),
+                              kiln::dtype_of<typename R::template result<V>>()};
+  const jit::kernel_ir sir = jit::stage_ir(ir, spec);
+  return jit::cuda::generate_reduction(
+      sir, jit::param_layout(sir, jit::cuda::max_param_bytes, jit::reduce_extras), spec);
+}
+
 // One program from several generated sources: #include lines first, then each source in
 // namespace kiln_k<N> with its kernel renamed kiln_kernel_<N> (extern "C" names are global).
 inline std::string bundle(const std::vector<std::string>& sources) {

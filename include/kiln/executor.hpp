@@ -92,6 +92,9 @@ struct reduction_info {
   // Whether the state has `a2` (the kernels keep it beside `a` and `ai`).
   bool second;
   reduction_code (*device)(const device_spelling&, const reduction_dtypes&);
+  // A built-in reduction: hand-written kernels registered under its name (providers) may
+  // run it. A user's reduction of the same name never reaches them.
+  bool builtin = true;
 };
 
 // What an executor made of a lowering (its compiled kernels), kept beside the lowering so

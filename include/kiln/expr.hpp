@@ -5,6 +5,7 @@
 // local tensors and returned from a function never dangles: a copied leaf is a refcount
 // bump on the tensor's storage.
 #include "kiln/dtype.hpp"
+#include "kiln/ops/definition.hpp"
 #include "kiln/ops/rules.hpp"
 #include "kiln/shape.hpp"
 
@@ -131,41 +132,6 @@ kiln::shape broadcast_children(const hana::tuple<C...>& children) {
 }
 } // namespace detail
 
-// An op's spelling in a device dialect (GLSL, CUDA C++, MSL): an expression in $0 $1 $2,
-// the operands already converted to the compute type, $T, that type's name in the
-// dialect, and ${NAME}, the value of the op's tunable NAME. Operands are variables, so a spelling
-// may use one several times. The spelling of the compute type's class is used, else `any`; none
-// means "not on this device".
-struct spelling {
-  const char* boolean = nullptr; // bool (then integer, then any)
-  const char* integer = nullptr; // the integer types
-  const char* f32 = nullptr;     // float, and the 16-bit floats (they compute in float)
-  const char* f64 = nullptr;
-  const char* any = nullptr;
-  constexpr const char* pick(dtype compute) const noexcept {
-    const char* s = nullptr;
-    if (compute == dtype::b8)
-      s = boolean ? boolean : integer;
-    else if (compute == dtype::f64)
-      s = f64;
-    else if (is_floating(compute))
-      s = f32;
-    else
-      s = integer;
-    return s ? s : any;
-  }
-};
-
-// A compile-time constant of an op's generated code (a term count, an unroll factor),
-// written ${NAME} in its spellings: `static constexpr kiln::tunable tunables[] =
-// {{"TERMS", Terms}};`, with the value a template parameter of the op, so that each value is
-// an op of its own (its own kernels, its own cache entries). A new value compiles new code,
-// unlike a scalar operand, which is a kernel parameter.
-struct tunable {
-  const char* name;
-  long long value;
-};
-
 namespace detail {
 
 // The common value type of the expression operands of a call (bool if there are none),
@@ -221,75 +187,6 @@ decltype(auto) as_child(X&& x) {
 
 template <class Op, class Peer, class X>
 using child_t = std::remove_cvref_t<decltype(as_child<Op, Peer>(std::declval<X>()))>;
-
-// What every op definition must give, said in one sentence each where an op (a user's, most
-// likely) lacks it, instead of an error deep in an evaluator (its name: make_node, first).
-// The `$` references of a spelling (each of its fields), checked at compile time: `$k`
-// below the op's operand count, $T, or ${NAME} of one of the op's tunables.
-struct spelling_refs {
-  bool operands_ok = true, tunables_ok = true, dollars_ok = true;
-};
-constexpr bool same_name(const char* a, const char* b, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (a[i] != b[i] || a[i] == '\0') return false;
-  return b[n] == '\0';
-}
-template <class Op>
-constexpr bool is_tunable(const char* name, std::size_t n) {
-  if constexpr (requires { Op::tunables[0].name; }) {
-    for (const tunable& t : Op::tunables)
-      if (same_name(name, t.name, n)) return true;
-  }
-  return false;
-}
-template <class Op>
-constexpr void scan_refs(const char* s, std::size_t arity, spelling_refs& r) {
-  if (!s) return;
-  for (; *s; ++s) {
-    if (*s != '$') continue;
-    const char c = s[1];
-    if (c >= '0' && c <= '9') {
-      r.operands_ok = r.operands_ok && std::size_t(c - '0') < arity;
-    } else if (c == '{') {
-      std::size_t n = 0;
-      while (s[2 + n] && s[2 + n] != '}')
-        ++n;
-      r.tunables_ok = r.tunables_ok && s[2 + n] == '}' && is_tunable<Op>(s + 2, n);
-    } else if (c != 'T') {
-      r.dollars_ok = false;
-    }
-  }
-}
-template <class Op>
-constexpr spelling_refs spelling_refs_of(std::size_t arity) {
-  spelling_refs r;
-  for (const spelling* sp : {&Op::device, &Op::glsl, &Op::cuda, &Op::msl})
-    for (const char* s : {sp->boolean, sp->integer, sp->f32, sp->f64, sp->any})
-      scan_refs<Op>(s, arity, r);
-  return r;
-}
-// Once per op and operand count, however many operand types the op meets.
-template <class Op, std::size_t Arity>
-inline constexpr spelling_refs op_refs = spelling_refs_of<Op>(Arity);
-
-template <class Op, class... A, std::size_t... I>
-constexpr void check_op(std::index_sequence<I...>) {
-  constexpr spelling_refs refs = op_refs<Op, sizeof...(A)>;
-  static_assert(refs.operands_ok, "kiln: an op's device spelling uses an operand $k with k not "
-                                  "below its number of operands");
-  static_assert(refs.tunables_ok, "kiln: an op's device spelling uses ${NAME} where NAME is not "
-                                  "one of the op's `tunables`");
-  static_assert(refs.dollars_ok, "kiln: in an op's device spelling, `$` starts only $0..$9 "
-                                 "(operands), $T (the compute type) or ${NAME} (a tunable)");
-  static_assert(
-      requires { typename Op::rule::template result<A...>; },
-      "kiln: the op's result-type rule (`using rule = ...`) does not apply to these "
-      "operand types");
-  static_assert(
-      requires { Op::host(std::declval<typename Op::rule::template operand<I, A...>>()...); },
-      "kiln: the op needs `static T host(T...)`, callable with its operands' compute types: "
-      "the value of one element, which the host evaluator computes");
-}
 
 } // namespace detail
 

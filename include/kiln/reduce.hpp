@@ -8,6 +8,7 @@
 #include "kiln/reductions/arg_extremum.hpp"
 #include "kiln/reductions/boolean.hpp"
 #include "kiln/reductions/count_nonzero.hpp"
+#include "kiln/reductions/custom.hpp"
 #include "kiln/reductions/extremum.hpp"
 #include "kiln/reductions/logsumexp.hpp"
 #include "kiln/reductions/mean.hpp"
@@ -174,7 +175,13 @@ auto materialize(const reduce_node<R, E>& n) {
   const kiln::device where = detail::device_of(inner);
   tensor<value_t<reduce_node<R, E>>> out(n.result_shape(), where);
   if (where.is_host()) {
-    detail::run_reduction<R>(out, inner, m);
+    constexpr const char* device_only =
+        detail::device_only_in<std::remove_cvref_t<decltype(inner)>>;
+    if constexpr (device_only != nullptr)
+      throw error(device_only, "the op has no host implementation (it is declared device_only)",
+                  "evaluate it on a GPU device");
+    else
+      detail::run_reduction<R>(out, inner, m);
   } else {
     detail::check_devices(inner, where, R::name);
     detail::device_reduce<R>(out, inner, m);

@@ -91,7 +91,7 @@ struct pass_output {
 // Runs outputs of one shape on the host, those marked in `active` (the others are left
 // alone): the pass type's kernel and the flat lists of its leaves, handed to the host pass.
 template <class... O>
-void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
+void host_run_pass(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
   using kernel =
       host_kernel<type_list<typename O::dst_type...>, type_list<typename O::expr_type...>>;
   constexpr int n_leaves = kernel::leaf_start.back(), n_scalars = kernel::scalar_start.back();
@@ -108,6 +108,16 @@ void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
   const kiln::shape* shapes[] = {&outs.dst.shape()...};
   run_host_pass(kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
                 {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+}
+
+template <class... O>
+void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
+  constexpr const char* device_only = first_named({device_only_in<typename O::expr_type>...});
+  if constexpr (device_only != nullptr)
+    throw error(device_only, "the op has no host implementation (it is declared device_only)",
+                "evaluate it on a GPU device");
+  else
+    host_run_pass(active, outs...);
 }
 
 template <class Run, std::size_t N>

@@ -26,6 +26,19 @@ inline constexpr bool plain_tree<scalar_expr<T>> = true;
 template <class Op, class... C>
 inline constexpr bool plain_tree<expr_node<Op, C...>> = (plain_tree<C> && ...);
 
+// The name of a device-only op in a plain tree (README, "Raw device code"), else null: the
+// host evaluators refuse such a tree before making its kernel.
+constexpr const char* first_named(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (n) return n;
+  return nullptr;
+}
+template <class E>
+inline constexpr const char* device_only_in = nullptr;
+template <class Op, class... C>
+inline constexpr const char* device_only_in<expr_node<Op, C...>> =
+    device_only_op<Op>() ? Op::name : first_named({device_only_in<C>...});
+
 template <class E>
 inline constexpr int leaf_count = 0;
 template <class T>

@@ -15,14 +15,30 @@
 namespace kiln::ir {
 
 template <class Op>
+inline constexpr raw_source raw_source_of{Op::inputs, Op::output, Op::body};
+
+template <class Op>
 constexpr ir_op make_op_info() {
   ir_op o{Op::name, &Op::glsl, &Op::cuda, &Op::msl, &Op::device};
   if constexpr (requires { Op::tunables[0].name; }) {
     o.tunables = Op::tunables;
     o.tunable_count = std::size(Op::tunables);
   }
+  if constexpr (detail::is_raw_op<Op>) o.raw = &raw_source_of<Op>;
   return o;
 }
+
+// The type an op's host() gives for these operand compute types; for a device-only op,
+// which has none, its rule's result in its compute type.
+template <class Op, class... T>
+struct op_result {
+  using type = compute_t<typename Op::rule::template result<T...>>;
+};
+template <class Op, class... T>
+requires requires { Op::host(std::declval<compute_t<T>>()...); }
+struct op_result<Op, T...> {
+  using type = decltype(Op::host(std::declval<compute_t<T>>()...));
+};
 template <class Op>
 inline constexpr ir_op op_info = make_op_info<Op>();
 
@@ -66,7 +82,7 @@ struct describer<expr_node<Op, C...>> {
 
   template <std::size_t... I>
   static constexpr node_desc node(std::index_sequence<I...>) {
-    using result = decltype(Op::host(std::declval<compute_t<operand<I>>>()...));
+    using result = typename op_result<Op, operand<I>...>::type;
     node_desc d{ir_code::apply, dtype_of<value_t<expr_node<Op, C...>>>(), dtype_of<result>(),
                 compute_dtype(dtype_of<operand<sizeof...(C) - 1>>()),
                 static_cast<std::uint8_t>(sizeof...(C))};

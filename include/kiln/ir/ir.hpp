@@ -30,6 +30,7 @@ struct ir_op {
   const spelling* device = nullptr;  // the body shared by the C-family dialects, else none
   const tunable* tunables = nullptr; // the values of ${NAME} in the spellings
   std::size_t tunable_count = 0;
+  const raw_source* raw = nullptr; // a raw op's body (called, not spelled), else none
 };
 
 struct ir_instr {

@@ -115,6 +115,14 @@ bool carries_index_of(dtype acc) {
 }
 
 template <class R>
+constexpr bool builtin_of() {
+  if constexpr (requires { R::builtin; })
+    return R::builtin;
+  else
+    return true;
+}
+
+template <class R>
 constexpr bool second_of() {
   if constexpr (requires { R::second; })
     return R::second;
@@ -127,7 +135,8 @@ constexpr bool second_of() {
 // The device parts of reduction R, for executor.hpp's device_reduction.
 template <class R>
 inline constexpr reduction_info reduction_info_of{
-    R::name, &R::accumulator, &detail::carries_index_of<R>, detail::second_of<R>(), &R::device};
+    R::name,    &R::accumulator,        &detail::carries_index_of<R>, detail::second_of<R>(),
+    &R::device, detail::builtin_of<R>()};
 
 } // namespace kiln
 

@@ -14,12 +14,14 @@
 //   bool load(kernel_type&, std::span<const std::byte> binary, bool from_disk, source):
 //     make the kernel launchable; false rejects a binary from the disk cache (then it is
 //     compiled), a bad compiled one is a kiln::error;
-//   workgroup_size() of elementwise kernels, source_extension (for KILN_DUMP_KERNELS);
+//   workgroup_size() of elementwise kernels, source_extension (for KILN_DUMP_KERNELS),
+//   dialect_name ("GLSL", "CUDA C++": compile errors);
 //   plus jit_backend's device(), describe(), cannot_run(), limits and launch().
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/cache/cache_key.hpp"
 #include "kiln/jit/cache/disk_cache.hpp"
 #include "kiln/jit/cache/kernel_cache.hpp"
+#include "kiln/jit/codegen/raw.hpp"
 #include "kiln/kernels/reduce_template.hpp"
 
 #include <chrono>
@@ -132,7 +134,11 @@ private:
     }
     compiled_binary c;
     if (!k->from_cache) {
-      c = self().compile_source(source);
+      try {
+        c = self().compile_source(source);
+      } catch (const error& e) { // an error in a raw op's body is said against the body
+        codegen::rethrow_raw_body_error(e, source, Self::dialect_name);
+      }
       self().load(*k, c.bytes, false, source);
       shared_disk_cache().store(key, identity, c.bytes);
       ++compile_count();

@@ -28,7 +28,8 @@ inline bool jit_backend::needs_tensor_input(const char* op, std::size_t leaves) 
 
 inline void jit_backend::reduce(const device_reduction& r) {
   const lowered_pass& lp = r.lowered;
-  if (r.inputs.size() == 1 && provider_registry::instance().has(device().kind(), r.info.name)) {
+  if (r.info.builtin && r.inputs.size() == 1 &&
+      provider_registry::instance().has(device().kind(), r.info.name)) {
     const device_leaf& in = r.inputs[0];
     const reduce_call call{r.info.name,
                            device(),

@@ -56,6 +56,7 @@ class cuda_backend final : public device_backend<cuda_backend, context, block> {
 public:
   using kernel_type = cuda_kernel;
   static constexpr const char* source_extension = "cu";
+  static constexpr const char* dialect_name = "CUDA C++";
 
   explicit cuda_backend(int index)
       : device_backend(index, context::get(index)),

@@ -58,8 +58,8 @@ inline std::string store(dtype d, const std::string& v) {
   return cfamily::store_expr(d, v);
 }
 
-inline const dialect cuda_dialect{"CUDA", &ir_op::cuda, {"int", "int64_t"},         element,
-                                  load,   store,        cfamily::literal_style::cpp};
+inline const dialect cuda_dialect{"CUDA", &ir_op::cuda, {"int", "int64_t"},          element,
+                                  load,   store,        cfamily::literal_style::cpp, "inline "};
 
 // The bytes of the parameter struct: pointers, then the layout's block, padded to 8.
 inline std::uint32_t struct_bytes(const param_layout& l) {
@@ -68,8 +68,10 @@ inline std::uint32_t struct_bytes(const param_layout& l) {
 
 // Includes, the type names the shared walk uses, GLSL's bit-cast names for the shared
 // conversion helpers, the parameter struct and the conversion helpers.
+// body: code after the preamble that calls kiln_ math of its own (a reduction's parts).
 inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
-                            std::initializer_list<dtype> also_used = {}) {
+                            std::initializer_list<dtype> also_used = {},
+                            const std::string& body = "") {
   if (struct_bytes(layout) > layout.limit)
     throw error("jit", "kernel parameters exceed CUDA's parameter space",
                 std::to_string(struct_bytes(layout)) + " bytes for " +
@@ -106,9 +108,17 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
   // Every op has a spelling here, or a clear error now; the kiln_ math names they call.
   std::set<std::string> calls;
   for (const auto& in : ir.code)
-    if (in.code == ir_code::apply)
+    if (in.code == ir_code::apply) {
       add_math_calls(cuda_dialect.pick(*in.op, in.compute), in.op->name, calls);
-  return s + cfamily::conversion_library(used) + math_overloads(calls);
+      if (in.op->raw)
+        add_math_calls(codegen::raw_body_of(*in.op, in.compute).body.c_str(), in.op->name, calls);
+    }
+  std::set<std::string> named; // kiln_ names in the body that are math functions
+  codegen::math_calls(body.c_str(), named);
+  for (const auto& n : named)
+    if (find_math_name(n)) calls.insert(n);
+  return s + cfamily::conversion_library(used) + math_overloads(calls) +
+         codegen::raw_functions(ir, cuda_dialect.function_prefix);
 }
 
 // An elementwise kernel: a grid-stride loop storing every output.
@@ -129,9 +139,9 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
 // A reduction kernel: kiln_value(P, i) from the IR, then the template of the spec's stage.
 inline std::string generate_reduction(const kernel_ir& ir, const param_layout& layout,
                                       const reduce_spec& spec) {
-  return preamble(ir, layout, {spec.acc, spec.result}) +
-         codegen::reduction_body(cuda_dialect, kernels::cuda::spelling(), ir, spec,
-                                 "const kiln_params& P, ");
+  const std::string body = codegen::reduction_body(cuda_dialect, kernels::cuda::spelling(), ir,
+                                                   spec, "const kiln_params& P, ");
+  return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
 }
 
 } // namespace kiln::jit::cuda

@@ -44,6 +44,7 @@ class vulkan_backend final : public device_backend<vulkan_backend, context, bloc
 public:
   using kernel_type = vulkan_kernel;
   static constexpr const char* source_extension = "comp";
+  static constexpr const char* dialect_name = "GLSL";
 
   vulkan_backend(int index)
       : device_backend(index, context::get(index)), max_push_(ctx_->max_push_bytes()),

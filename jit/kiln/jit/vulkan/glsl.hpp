@@ -70,8 +70,11 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
       math_calls(glsl_dialect.pick(*in.op, in.compute), calls);
     }
   {
-    std::set<std::string> named; // kiln_ names in the body that are math functions
+    // kiln_ names in the reduction's parts and in raw op bodies that are math functions (any
+    // other is the user's, which glslang then reports in the body).
+    std::set<std::string> named;
     math_calls(body.c_str(), named);
+    codegen::raw_math_calls(ir, named);
     for (const auto& n : named)
       if (has_math(n)) calls.insert(n);
   }
@@ -81,7 +84,7 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
     if (uses(dtype::f16) || uses(dtype::bf16) || uses(dtype::f32)) s += math_source(names, "float");
     if (uses(dtype::f64)) s += math_source(names, "double");
   }
-  return s;
+  return s + codegen::raw_functions(ir, glsl_dialect.function_prefix);
 }
 
 inline const char* index_type(const kernel_ir& ir) { return glsl_dialect.index_type(ir); }
