@@ -30,6 +30,7 @@ namespace ops {
 struct softsign : kiln::op_base {
   static constexpr const char* name = "softsign";
   using rule = kiln::rules::floating;
+  static constexpr int cost = 10; // in adds: a division and an abs, not a math function
   template <class T>
   static T host(T x) {
     return x / (T(1) + std::fabs(x));
@@ -114,7 +115,8 @@ int fused_vs_separate(const kiln::device& dev, std::int64_t n, int rounds) {
   const auto x = xh.to(dev), y = yh.to(dev), z = zh.to(dev);
   kiln::tensor<float> r(kiln::shape{n}, dev), t(kiln::shape{n}, dev);
   const auto xv = xh.to_vector(), yv = yh.to_vector(), zv = zh.to_vector();
-  std::vector<double> want_soft(std::size_t(n)), want_smooth(std::size_t(n));
+  const std::size_t m = static_cast<std::size_t>(n);
+  std::vector<double> want_soft(m), want_smooth(m);
   for (std::size_t i = 0; i < std::size_t(n); ++i) {
     const double v = xv[i], c = std::fmin(std::fmax(v * 0.25 + 0.5, 0.0), 1.0);
     want_soft[i] = v / (1 + std::fabs(v)) * yv[i] + zv[i];

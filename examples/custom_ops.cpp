@@ -16,6 +16,7 @@ namespace ops {
 struct softsign : kiln::op_base {
   static constexpr const char* name = "softsign";
   using rule = kiln::rules::floating;
+  static constexpr int cost = 10; // in adds: a division and an abs, not a math function
   template <class T>
   static T host(T x) {
     return x / (T(1) + std::fabs(x));

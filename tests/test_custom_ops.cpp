@@ -21,6 +21,7 @@ namespace ops {
 struct softsign : kiln::op_base {
   static constexpr const char* name = "softsign";
   using rule = kiln::rules::floating;
+  static constexpr int cost = 10; // a division and an abs: not a math function
   template <class T>
   static T host(T x) {
     return x / (T(1) + std::fabs(x));
@@ -163,6 +164,11 @@ TEST_CASE("custom op: an op without simd() computes lane by lane while the rest 
   // pow (no simd() either) lane by lane inside it.
   const auto e = mylib::cube_plus(a, b) * b + kiln::pow(b, a) - mylib::softsign(a);
   static_assert(kiln::detail::lane_bytes<decltype(e)> == sizeof(double));
+  // The host evaluator's cost model: softsign states its cost (cheap), pow and the user's
+  // twice_exp (the floating rule, no stated cost) count as math functions.
+  static_assert(kiln::detail::math_count<std::remove_cvref_t<decltype(e)>> == 1);
+  static_assert(kiln::detail::math_count<decltype(mylib::twice_exp(a) + mylib::softsign(a))> == 1);
+  static_assert(kiln::detail::op_cost<mylib::ops::softsign> == 10);
   const std::vector<float> af(av.begin(), av.end()), bf(bv.begin(), bv.end());
   const auto a32 = kiln::from(af, kiln::shape{n}), b32 = kiln::from(bf, kiln::shape{n});
   const auto e32 = mylib::cube_plus(a32, b32) * b32 + kiln::pow(b32, a32);

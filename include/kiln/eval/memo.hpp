@@ -105,12 +105,14 @@ inline constexpr bool gate_sum<expr_node<Op, C...>> = short_circuits<Op>;
 template <class A, class B>
 inline constexpr bool gate_sum<expr_node<ops::add, A, B>> = gate_sum<A>&& gate_sum<B>;
 
-// What a node costs per batch beyond its operands, in adds: a math function (exp, log,
-// erf, sqrt...: the float-computing rule) tens of instructions, a division several.
+// What a node costs per batch beyond its operands, in adds: the op's own `cost` where it
+// states one (a user's op), else a guess: a math function (exp, log, erf, sqrt...: the
+// float-computing rule) tens of instructions, a division several.
 template <class Op>
-inline constexpr int op_cost = std::is_same_v<typename Op::rule, rules::floating> ? 40
-                               : std::is_same_v<Op, ops::div>                     ? 8
-                                                                                  : 1;
+inline constexpr int op_cost = declared_cost<Op>() >= 0 ? declared_cost<Op>()
+                               : std::is_same_v<typename Op::rule, rules::floating> ? 40
+                               : std::is_same_v<Op, ops::div>                       ? 8
+                                                                                    : 1;
 
 template <class E, class Roots>
 inline constexpr bool memoized = false;

@@ -154,11 +154,11 @@ template <class Op, class... T>
 inline constexpr bool simd_all = (Op::template simd_for<T> && ...);
 
 // An op without simd() inside a vectorized pass: each lane through host(), as the scalar
-// loop computes it (the same values), while the ops around it stay on batches. Out of
-// line: the op is a library call per lane anyway (pow, fmod), and the hot loop around it
-// keeps its registers.
+// loop computes it (the same values), while the ops around it stay on batches. Inline: the
+// compiler vectorizes the lane loop of a host() without calls (a clamp, a polynomial).
 template <class Op, class R, class... T, std::size_t... I>
-[[gnu::noinline]] batch<R> lanewise_impl(std::index_sequence<I...>, const batch<T>&... b) noexcept {
+KILN_READER_INLINE batch<R> lanewise_impl(std::index_sequence<I...>,
+                                          const batch<T>&... b) noexcept {
   constexpr std::size_t n = batch<R>::size;
   static_assert(((batch<T>::size == n) && ...), "kiln: lanes of one pass share one width");
   std::tuple<std::array<T, n>...> in;

@@ -32,13 +32,16 @@ inline std::int64_t parse_stream_bytes(const char* text) {
   return v == 0 ? INT64_MAX : std::int64_t(v);
 }
 
-// How many math-function nodes (exp, log, pow...: the float-computing rule) a tree has.
+// How many math-function nodes (exp, log, pow...: the float-computing rule) a tree has; an
+// op that states its `cost` counts where that is a math function's (20 adds or more).
+template <class Op>
+inline constexpr bool math_op = declared_cost<Op>() >= 0
+                                    ? declared_cost<Op>() >= 20
+                                    : std::is_same_v<typename Op::rule, rules::floating>;
 template <class E>
 inline constexpr int math_count = 0;
 template <class Op, class... C>
-inline constexpr int
-    math_count<expr_node<Op, C...>> = int(std::is_same_v<typename Op::rule, rules::floating>) +
-                                      (math_count<C> + ...);
+inline constexpr int math_count<expr_node<Op, C...>> = int(math_op<Op>) + (math_count<C> + ...);
 
 // Bytes a pass must touch before it uses streaming stores.
 inline std::int64_t stream_threshold() {

@@ -188,6 +188,17 @@ constexpr raw_names raw_names_of() {
   return r;
 }
 
+// An op's `static constexpr int cost` (per element, in adds: a division about 8, a math
+// function about 40), where it states one; -1 where it does not (the host evaluator then
+// guesses from the op's rule).
+template <class Op>
+constexpr int declared_cost() {
+  if constexpr (requires { Op::cost; })
+    return int(Op::cost);
+  else
+    return -1;
+}
+
 // What every op definition must give, said in one sentence each where an op (a user's, most
 // likely) lacks it, instead of an error deep in an evaluator (its name: make_node, first).
 template <class Op, class... A, std::size_t... I>
