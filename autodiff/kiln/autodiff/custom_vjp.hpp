@@ -75,32 +75,32 @@ template <class G, class F>
 void visit_devices(const sum_to_node<G>& n, F&& f) {
   visit_devices(n.g, f);
 }
+// gate(m, m_on) + gate(t, t_on): the one type every case of sum_to_node materializes to.
+template <class G, class M, class V = value_t<G>>
+auto sum_to_terms(M m, bool m_on, tensor<V> t, bool t_on) {
+  using gated = expr_node<ops::gate, M, scalar_expr<V>>;
+  using gated_t = expr_node<ops::gate, tensor<V>, scalar_expr<V>>;
+  return gated(std::in_place, std::move(m), scalar_expr<V>(V(m_on))) +
+         gated_t(std::in_place, std::move(t), scalar_expr<V>(V(t_on)));
+}
 template <class G>
 auto materialize(const sum_to_node<G>& n) {
   using V = value_t<G>;
   using M = std::remove_cvref_t<decltype(materialize(n.g))>;
-  using gated = expr_node<ops::gate, M, scalar_expr<V>>;
-  using gated_t = expr_node<ops::gate, tensor<V>, scalar_expr<V>>;
   const kiln::device dev = detail::device_of(n.g);
   if (n.full == n.own)
-    return gated(std::in_place, detail::evaluate_leaf_copy(materialize(n.g)),
-                 scalar_expr<V>(V(1))) +
-           gated_t(std::in_place, scalar_zero<V>(dev), scalar_expr<V>(V(0)));
+    return sum_to_terms<G>(M(detail::evaluate_leaf_copy(materialize(n.g))), true,
+                           scalar_zero<V>(dev), false);
   layout unused;
   const tensor<V> t = unbroadcast(evaluate_as(n.g, n.full, dev), layout::contiguous(n.own), unused);
-  return gated(std::in_place, M(materialize_off(n.g)), scalar_expr<V>(V(0))) +
-         gated_t(std::in_place, t, scalar_expr<V>(V(1)));
+  return sum_to_terms<G>(M(materialize_off(n.g)), false, t, true);
 }
 // (The type materialize gives, computing nothing.)
 template <class G>
 auto materialize_off(const sum_to_node<G>& n) {
-  using V = value_t<G>;
   using M = std::remove_cvref_t<decltype(materialize(n.g))>;
-  using gated = expr_node<ops::gate, M, scalar_expr<V>>;
-  using gated_t = expr_node<ops::gate, tensor<V>, scalar_expr<V>>;
-  const kiln::device dev = detail::device_of(n.g);
-  return gated(std::in_place, M(materialize_off(n.g)), scalar_expr<V>(V(0))) +
-         gated_t(std::in_place, scalar_zero<V>(dev), scalar_expr<V>(V(0)));
+  return sum_to_terms<G>(M(materialize_off(n.g)), false,
+                         scalar_zero<value_t<G>>(detail::device_of(n.g)), false);
 }
 
 } // namespace kiln::autodiff
