@@ -203,6 +203,9 @@ constexpr int declared_cost() {
 // likely) lacks it, instead of an error deep in an evaluator (its name: make_node, first).
 template <class Op, class... A, std::size_t... I>
 constexpr void check_op(std::index_sequence<I...>) {
+  if constexpr (requires { Op::arity; })
+    static_assert(Op::arity == sizeof...(A),
+                  "kiln: the op is given another number of operands than its `arity` says");
   constexpr spelling_refs refs = op_refs<Op, sizeof...(A)>;
   static_assert(refs.operands_ok, "kiln: an op's device spelling uses an operand $k with k not "
                                   "below its number of operands");
