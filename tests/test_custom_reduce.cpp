@@ -71,6 +71,50 @@ auto lp_norm(const X& x, kiln::axes over = {}, bool keepdims = false) {
   return kiln::reduce_node<kiln::custom_reduction<lp_def<P>>, X>(x, std::move(over), keepdims);
 }
 
+// The same norm with p a run-time value (params = 1): one kernel for every p.
+struct lp_rt_def {
+  static constexpr const char* name = "lp_norm_rt";
+  static constexpr int params = 1;
+  using state = lp_def<1>::state;
+  template <class T>
+  using acc_t = state;
+  template <class T>
+  using result = kiln::float_of_t<T>;
+  template <class A>
+  static A identity() {
+    return {};
+  }
+  template <class A, class V>
+  static A map(V v, std::span<const double>) {
+    const double x = std::fabs(double(v));
+    return {x, x > 0 ? 1.0 : 0.0};
+  }
+  template <class A>
+  static A combine(const A& a, const A& b, std::span<const double> q) {
+    if (a.scale < b.scale) return {b.scale, b.sum + a.sum * std::pow(a.scale / b.scale, q[0])};
+    if (b.scale > 0) return {a.scale, a.sum + b.sum * std::pow(b.scale / a.scale, q[0])};
+    return a;
+  }
+  template <class R, class A>
+  static R finish(const A& a, std::int64_t, std::span<const double> q) {
+    return R(a.scale * std::pow(a.sum, 1.0 / q[0]));
+  }
+  static constexpr kiln::reduction_spelling device{
+      .accumulator = kiln::reduction_accumulator::floating,
+      .identity = "$A(0)",
+      .identity2 = "$A(0)",
+      .map = "b = v < $V(0) ? $A(-v) : $A(v);\nb2 = b > $A(0) ? $A(1) : $A(0);",
+      .combine = "if (a < b) { a2 = b2 + a2 * kiln_pow(a / b, $A($Q0)); a = b; }\n"
+                 "else if (b > $A(0)) { a2 = a2 + b2 * kiln_pow(b / a, $A($Q0)); }",
+      .finish = "$R(a * kiln_pow(a2, $A(1) / $A($Q0)))"};
+  using derivative = kiln::zero_gradient; // (not differentiated here)
+};
+template <class X>
+auto lp_norm_rt(const X& x, double p, kiln::axes over = {}, bool keepdims = false) {
+  const double q[] = {p};
+  return kiln::reduce_node<kiln::custom_reduction<lp_rt_def>, X>(x, std::move(over), keepdims, q);
+}
+
 // A sum whose name is a built-in's: it must not reach sum's hand-written kernels
 // (providers), and sums squares instead. One-value state, no derivative rule.
 struct sumsq_def {
@@ -108,13 +152,13 @@ KILN_REDUCTION_FUNCTION(sumsq, kiln::custom_reduction<sumsq_def>)
 
 namespace {
 
-long double lp_ref(const std::vector<long double>& v, int p) {
+long double lp_ref(const std::vector<long double>& v, long double p) {
   long double m = 0, s = 0;
   for (auto x : v)
     m = std::max(m, std::fabs(x));
   if (m == 0) return 0;
   for (auto x : v)
-    s += std::pow(std::fabs(x) / m, (long double)p);
+    s += std::pow(std::fabs(x) / m, p);
   return m * std::pow(s, 1.0L / p);
 }
 
@@ -215,6 +259,67 @@ TEST_CASE("custom reduction: its CUDA code compiles for sm_80 and assembles",
     srcs.push_back(
         cuda_test::reduction_source<kiln::custom_reduction<mylib::lp_def<3>>, float>(ir, stage));
   CHECK(srcs[0].find("kiln_pow(") != std::string::npos);
+  const auto ptx = cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
+  CHECK(!ptx.bytes.empty());
+}
+
+TEST_CASE("custom reduction: a run-time parameter (p of an L_p norm) on the host and in every "
+          "vulkan:0 stage, a new value compiling nothing",
+          "[custom_reduce][vulkan]") {
+  const auto xv = test::uniform<double>(3 * 700, -3, 3);
+  const auto x = kiln::from(xv, kiln::shape{3, 700});
+  std::vector<const kiln::device*> devs{nullptr};
+  if (const kiln::device* d = vulkan_or_skip()) devs.push_back(d);
+  for (const kiln::device* d : devs) {
+    const kiln::device dev = d ? *d : kiln::device{};
+    for (const auto& [rows, cols] : {std::pair{700, 3}, std::pair{3, 700}, std::pair{1, 300000}}) {
+      auto v = test::uniform<float>(std::size_t(rows) * cols, -3, 3);
+      const auto xd = kiln::from(v, kiln::shape{rows, cols}, dev);
+      std::uint64_t kernels = 0;
+      for (const double p : {1.5, 3.0, 7.25, 40.0}) {
+        const std::uint64_t before =
+            kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load();
+        const auto got = mylib::lp_norm_rt(xd * 0.5f, p, {1}).eval().to_vector();
+        kernels += kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load() - before;
+        std::size_t wrong = 0;
+        for (int r = 0; r < rows; ++r) {
+          std::vector<long double> row;
+          for (int c = 0; c < cols; ++c)
+            row.push_back((long double)v[std::size_t(r) * cols + c] * 0.5L);
+          const long double want = lp_ref(row, p);
+          wrong += std::fabs((long double)got[std::size_t(r)] - want) > 2e-6L * want;
+        }
+        INFO(dev.str() << ", " << rows << " x " << cols << ", p = " << p);
+        CHECK(wrong == 0);
+      }
+      // The first p may compile (or load from disk) the stage's kernels; the others reuse them.
+      if (d) CHECK(kernels <= 2);
+    }
+  }
+  // Host f64 at 1e-13 against long double.
+  std::vector<long double> all(xv.begin(), xv.begin() + 700);
+  CHECK(std::fabs((long double)mylib::lp_norm_rt(x, 2.5, {1}).eval().to_vector()[0] -
+                  lp_ref(all, 2.5L)) <= 1e-13L * lp_ref(all, 2.5L));
+  // The wrong number of parameters is a kiln::error naming the reduction.
+  CHECK_THROWS_WITH(
+      (kiln::reduce_node<kiln::custom_reduction<mylib::lp_rt_def>, kiln::tensor<double>>(
+          x, {1}, false, {})),
+      Catch::StartsWith("kiln::lp_norm_rt: the reduction takes another number"));
+}
+
+TEST_CASE("custom reduction: with a run-time parameter, its CUDA code compiles for sm_80 and "
+          "assembles",
+          "[custom_reduce][cuda][codegen]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const kiln::tensor<float> x(kiln::shape{16, 16});
+  const auto ir = cuda_test::ir_of(false, 2, false, x * 2.0f);
+  std::vector<std::string> srcs;
+  for (const auto stage : {kiln::jit::reduce_stage::thread, kiln::jit::reduce_stage::group,
+                           kiln::jit::reduce_stage::partial, kiln::jit::reduce_stage::merge})
+    srcs.push_back(
+        cuda_test::reduction_source<kiln::custom_reduction<mylib::lp_rt_def>, float>(ir, stage));
+  CHECK(srcs[3].find("P.p0") != std::string::npos); // the merge pass's only scalar
+  CHECK(srcs[0].find("P.p1") != std::string::npos); // after the expression's scalar
   const auto ptx = cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
   CHECK(!ptx.bytes.empty());
 }

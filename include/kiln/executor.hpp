@@ -63,8 +63,10 @@ public:
   // Op `op` (ir::op_info<ops::exp>) on x at compute dtype `compute`, spelled as the
   // dialect spells the op in an expression (the device math library where it has one).
   virtual std::string apply(const ir::ir_op& op, dtype compute, const std::string& x) const = 0;
-  std::string index; // the kernel's index type (of `r` and `ai`)
-  std::string count; // the number of values folded into each output, an expression
+  std::string index;  // the kernel's index type (of `r` and `ai`)
+  std::string count;  // the number of values folded into each output, an expression
+  int param_base = 0; // the kernel scalar of the reduction's first run-time parameter
+  std::string param(int k) const { return "P.p" + std::to_string(param_base + k); }
 
 protected:
   ~device_spelling() = default;
@@ -95,6 +97,9 @@ struct reduction_info {
   // A built-in reduction: hand-written kernels registered under its name (providers) may
   // run it. A user's reduction of the same name never reaches them.
   bool builtin = true;
+  // Run-time parameters of the reduction (a custom one's: an L_p norm's p), at most 4:
+  // scalars of every stage's kernel, so that a new value compiles nothing.
+  int params = 0;
 };
 
 // What an executor made of a lowering (its compiled kernels), kept beside the lowering so
@@ -224,6 +229,7 @@ struct device_reduction {
   // The input's own dims marked reduced (hand-written kernels see the input unpermuted:
   // one leaf, its layout as given, when needs_tensor_input said so).
   std::array<bool, max_rank> mask;
+  std::span<const double> params = {}; // info.params run-time values
 };
 
 // What a device backend provides to the planner.

@@ -23,7 +23,7 @@ namespace detail {
 // A reduction on a GPU device: defined by the JIT (jit/kiln/jit/backend/run_pass.hpp).
 template <class R, class E>
 void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
-                   const std::array<bool, max_rank>& mask);
+                   const std::array<bool, max_rank>& mask, std::span<const double> params);
 } // namespace detail
 
 namespace detail {
@@ -38,10 +38,38 @@ struct index_cursor {
   void set_row(const std::int64_t* idx, int outer) noexcept { row = row_offset(idx, st, outer); }
 };
 
+// A reduction's host parts with its run-time parameters bound (a custom reduction's; none
+// for the built-ins).
+template <class R>
+struct bound_reduction {
+  std::span<const double> q;
+  template <class A, class V>
+  A combine(const A& a, V v, std::int64_t i) const {
+    if constexpr (param_count_of<R>() > 0)
+      return R::combine(a, v, i, q);
+    else
+      return R::combine(a, v, i);
+  }
+  template <class A>
+  A merge(const A& a, const A& b) const {
+    if constexpr (param_count_of<R>() > 0)
+      return R::merge(a, b, q);
+    else
+      return R::merge(a, b);
+  }
+  template <class Res, class A>
+  Res finish(const A& a, std::int64_t n) const {
+    if constexpr (param_count_of<R>() > 0)
+      return R::template finish<Res>(a, n, q);
+    else
+      return R::template finish<Res>(a, n);
+  }
+};
+
 // Folds elements [j, jend) of the current row into the accumulators.
 template <class R, class E, class Rd, class A>
-void fold_segment(const Rd& rd, acc_cursor<A>& ac, const index_cursor& ic, std::int64_t j,
-                  std::int64_t jend) {
+void fold_segment(const bound_reduction<R>& br, const Rd& rd, acc_cursor<A>& ac,
+                  const index_cursor& ic, std::int64_t j, std::int64_t jend) {
   using V = value_t<E>;
   if (ac.inner == 0) { // the row is all reduced: fold into one accumulator
     A a = *ac.row;
@@ -58,19 +86,20 @@ void fold_segment(const Rd& rd, acc_cursor<A>& ac, const index_cursor& ic, std::
       }
     }
     for (; j < jend; ++j)
-      a = R::combine(a, rd.at(j), ic.row + j * ic.inner);
+      a = br.combine(a, rd.at(j), ic.row + j * ic.inner);
     *ac.row = a;
   } else {
     for (; j < jend; ++j) {
       A& a = ac.row[j * ac.inner];
-      a = R::combine(a, rd.at(j), ic.row + j * ic.inner);
+      a = br.combine(a, rd.at(j), ic.row + j * ic.inner);
     }
   }
 }
 
 template <class R, class E>
 void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
-                   const std::array<bool, max_rank>& mask) {
+                   const std::array<bool, max_rank>& mask, std::span<const double> params = {}) {
+  const bound_reduction<R> br{params};
   using V = value_t<E>;
   using Res = typename R::template result<V>;
   using A = typename R::template acc_t<V>;
@@ -139,7 +168,7 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
       ac.set_row(idx, outer);
       ic.set_row(idx, outer);
       const std::int64_t jend = std::min(inner, j + (hi - e0));
-      fold_segment<R, E>(rd, ac, ic, j, jend);
+      fold_segment<R, E>(br, rd, ac, ic, j, jend);
       e0 += jend - j;
       j = 0;
       space.next_row(idx);
@@ -157,10 +186,10 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
   std::vector<A>& acc0 = accs[0];
   for (int t = 1; t < tasks; ++t)
     for (std::int64_t i = 0; i < nout; ++i)
-      acc0[i] = R::merge(acc0[i], accs[t][i]);
+      acc0[i] = br.merge(acc0[i], accs[t][i]);
   Res* base = out.data(); // out is fresh and contiguous, in kept-dims order
   for (std::int64_t i = 0; i < nout; ++i)
-    base[i] = R::template finish<Res>(acc0[i], count);
+    base[i] = br.template finish<Res>(acc0[i], count);
 }
 
 } // namespace detail
@@ -181,10 +210,10 @@ auto materialize(const reduce_node<R, E>& n) {
       throw error(device_only, "the op has no host implementation (it is declared device_only)",
                   "evaluate it on a GPU device");
     else
-      detail::run_reduction<R>(out, inner, m);
+      detail::run_reduction<R>(out, inner, m, n.params());
   } else {
     detail::check_devices(inner, where, R::name);
-    detail::device_reduce<R>(out, inner, m);
+    detail::device_reduce<R>(out, inner, m, n.params());
   }
   return out;
 }

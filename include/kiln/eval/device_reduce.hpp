@@ -9,7 +9,7 @@ namespace kiln::detail {
 
 template <class R, class E>
 void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
-                   const std::array<bool, max_rank>& mask) {
+                   const std::array<bool, max_rank>& mask, std::span<const double> params) {
   using V = value_t<E>;
   const kiln::shape full = shape_of(e);
   const int rank = full.size();
@@ -45,7 +45,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
     if (ex.needs_tensor_input(reduction_info_of<R>.builtin ? R::name : "", lt.inputs.size())) {
       const tensor<V> tmp(full, out.device());
       assign(tmp, e);
-      device_reduce<R>(out, tmp, mask);
+      device_reduce<R>(out, tmp, mask, params);
       return;
     }
   }
@@ -79,7 +79,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   ex.reduce(device_reduction{reduction_info_of<R>, lowered, lt.inputs, scalar_bits(lt, bits),
                              space.extents, space.strides, count, nout, dtype_of<V>(),
                              dtype_of<typename R::template result<V>>(), *out.storage(),
-                             out.layout(), mask});
+                             out.layout(), mask, params});
 }
 
 } // namespace kiln::detail

@@ -16,7 +16,9 @@
 //   template <class A> static A combine(const A& a, const A& b);  associative, commutative
 //   template <class R, class A> static R finish(const A& a, std::int64_t n);  n: the count
 // and on GPU devices `static constexpr kiln::reduction_spelling device{...}` (below); and
-// optionally `derivative` (vjp<D>(g, node), as a built-in reduction's) and `tunables`.
+// optionally `derivative` (vjp<D>(g, node), as a built-in reduction's), `tunables`, and
+// `static constexpr int params = N` run-time parameters (map, combine and finish then take
+// a std::span<const double> last; the device code reads $Q0 ..; the node carries them).
 #include "kiln/reductions/define.hpp"
 
 #include <string>
@@ -33,7 +35,8 @@ enum class reduction_accumulator {
 
 // A custom reduction's device code, C-family source shared by GLSL and CUDA C++. The state
 // is `a` (and `a2` where identity2 is given), of type $A; $V is the value's type, $R the
-// result's, $N the count folded into each output (an expression of the index type),
+// result's, $N the count folded into each output (an expression of the index type), $Q<k>
+// run-time parameter k (a kernel parameter, f64 where the device has it, else f32),
 // ${NAME} a tunable. kiln_ math names work as in ops.
 struct reduction_spelling {
   reduction_accumulator accumulator = reduction_accumulator::wide;
@@ -62,6 +65,9 @@ std::string reduction_source(const char* text, const device_spelling& s,
     } else if (c == 'N') {
       out += "(" + s.count + ")";
       ++p;
+    } else if (c == 'Q' && p[2] >= '0' && p[2] < '0' + detail::param_count_of<Def>()) {
+      out += s.param(p[2] - '0');
+      p += 2;
     } else if (c == '{') {
       const std::string_view rest(p + 2);
       const std::size_t end = rest.find('}');
@@ -76,7 +82,7 @@ std::string reduction_source(const char* text, const device_spelling& s,
       p += 2 + end;
     } else {
       throw error(Def::name,
-                  "in a reduction's device code, `$` starts only $A, $V, $R, $N or "
+                  "in a reduction's device code, `$` starts only $A, $V, $R, $N, $Q<k> or "
                   "${NAME}",
                   text);
     }
@@ -127,6 +133,11 @@ struct custom_reduction {
   using result = typename Def::template result<T>;
   static constexpr bool identity = true;
   static constexpr bool has_simd = false;
+  // Run-time parameters (at most 4): Def's map, combine and finish then take them last, as
+  // a std::span<const double>; its device code reads them as $Q0 .. $Q3.
+  static constexpr int params = detail::param_count_of<Def>();
+  static_assert(params >= 0 && params <= 4, "kiln: a custom reduction takes at most 4 run-time "
+                                            "parameters");
   template <class T>
   static acc_t<T> init() {
     return Def::template identity<acc_t<T>>();
@@ -142,6 +153,18 @@ struct custom_reduction {
   template <class R, class A>
   static R finish(const A& a, std::int64_t n) {
     return Def::template finish<R>(a, n);
+  }
+  template <class A, class V>
+  static A combine(const A& a, V v, std::int64_t, std::span<const double> q) {
+    return Def::combine(a, Def::template map<A>(v, q), q);
+  }
+  template <class A>
+  static A merge(const A& a, const A& b, std::span<const double> q) {
+    return Def::combine(a, b, q);
+  }
+  template <class R, class A>
+  static R finish(const A& a, std::int64_t n, std::span<const double> q) {
+    return Def::template finish<R>(a, n, q);
   }
 
   static constexpr bool second = detail::custom_second<Def>();

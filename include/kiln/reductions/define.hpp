@@ -21,8 +21,10 @@
 #include "kiln/ops/select.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <span>
 
 namespace kiln {
 
@@ -40,6 +42,30 @@ inline dtype wide_dtype(dtype value, bool has_f64) {
 
 } // namespace reductions
 
+namespace detail {
+
+// How many run-time parameters R takes (a custom reduction's `params`; 0 for most).
+template <class R>
+constexpr int param_count_of() {
+  if constexpr (requires { R::params; })
+    return R::params;
+  else
+    return 0;
+}
+
+// A reduction node's run-time parameters: N doubles, or nothing (no storage) for N = 0.
+template <int N>
+struct reduce_params {
+  std::array<double, N> v{};
+  std::span<const double> values() const { return v; }
+};
+template <>
+struct reduce_params<0> {
+  std::span<const double> values() const { return {}; }
+};
+
+} // namespace detail
+
 template <class R, class E>
 struct reduce_node : expression_base<reduce_node<R, E>> {
   using value_type = typename R::template result<value_t<E>>;
@@ -49,8 +75,17 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
   bool keepdims;
   // The result shape is computed, and the axes checked, when the node is built: an axis
   // error is raised at the reduction that causes it.
-  reduce_node(E e, kiln::axes a, bool k)
-      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {}
+  [[no_unique_address]] detail::reduce_params<detail::param_count_of<R>()> q;
+  reduce_node(E e, kiln::axes a, bool k, std::span<const double> params = {})
+      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {
+    constexpr int n = detail::param_count_of<R>();
+    if (params.size() != std::size_t(n))
+      throw error(R::name, "the reduction takes another number of run-time parameters",
+                  std::to_string(params.size()) + " given, " + std::to_string(n) + " declared");
+    if constexpr (n > 0) std::copy(params.begin(), params.end(), q.v.begin());
+  }
+  // The run-time parameters (a custom reduction's), for the evaluators and derivative rules.
+  std::span<const double> params() const { return q.values(); }
 
   // Which input dims are folded (validated against the input's rank).
   std::array<bool, max_rank> mask(int rank) const {
@@ -135,8 +170,8 @@ constexpr bool second_of() {
 // The device parts of reduction R, for executor.hpp's device_reduction.
 template <class R>
 inline constexpr reduction_info reduction_info_of{
-    R::name,    &R::accumulator,        &detail::carries_index_of<R>, detail::second_of<R>(),
-    &R::device, detail::builtin_of<R>()};
+    R::name,    &R::accumulator,         &detail::carries_index_of<R>, detail::second_of<R>(),
+    &R::device, detail::builtin_of<R>(), detail::param_count_of<R>()};
 
 } // namespace kiln
 

@@ -9,6 +9,7 @@
 #include "kiln/jit/backend/providers.hpp"
 #include "kiln/jit/pipeline/reduce_plan.hpp"
 
+#include <cstring>
 #include <map>
 
 namespace kiln::jit {
@@ -40,8 +41,28 @@ inline void jit_backend::reduce(const device_reduction& r) {
   }
   const reduce_plan plan = plan_reduction(r.count, r.nout, launch_limits().preferred, r.info.name);
   const reduce_stage stage = plan.stage;
-  const reduce_spec spec{&r.info, stage, r.value,
-                         r.info.accumulator(r.value, unsupported(dtype::f64).empty()), r.result};
+  const bool has_f64 = unsupported(dtype::f64).empty();
+  const reduce_spec spec{&r.info,  stage,
+                         r.value,  r.info.accumulator(r.value, has_f64),
+                         r.result, has_f64 ? dtype::f64 : dtype::f32};
+  if (r.params.size() != std::size_t(r.info.params))
+    throw error(r.info.name, "the reduction takes another number of run-time parameters",
+                std::to_string(r.params.size()) + " given, " + std::to_string(r.info.params) +
+                    " declared");
+  // The run-time parameters' bits, after the expression's scalars (first pass) or alone
+  // (the merge pass): stage_ir's order.
+  std::vector<std::uint64_t> first_bits(r.scalars.begin(), r.scalars.end()), merge_bits;
+  for (const double q : r.params) {
+    std::uint64_t b = 0;
+    if (spec.param_type == dtype::f64) {
+      std::memcpy(&b, &q, 8);
+    } else {
+      const float f = static_cast<float>(q);
+      std::memcpy(&b, &f, 4);
+    }
+    first_bits.push_back(b);
+    merge_bits.push_back(b);
+  }
   const auto state = lp.state_for(this, [] { return std::make_shared<compiled_reduction>(); });
   auto& cr = static_cast<compiled_reduction&>(*state);
   std::vector<std::shared_ptr<kernel>> ks;
@@ -75,10 +96,9 @@ inline void jit_backend::reduce(const device_reduction& r) {
   }
   const std::int64_t total = r.nout * r.count;
   const std::int64_t extras[reduce_extras] = {r.count, r.nout, plan.chunks, plan.chunk};
-  auto params_of = [&](const kernel& k) {
+  auto params_of = [&](const kernel& k, const std::vector<std::uint64_t>& bits) {
     std::vector<std::byte> params(k.layout.bytes);
-    k.layout.pack(params.data(), total, r.extents.data(), offsets.data(), strides, r.scalars,
-                  extras);
+    k.layout.pack(params.data(), total, r.extents.data(), offsets.data(), strides, bits, extras);
     return params;
   };
   // A buffer the kernel indexes itself (by output, unit or partial), from its start.
@@ -89,7 +109,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
   };
   if (stage != reduce_stage::partial) {
     bind_whole(r.out.handle());
-    launch(kn, args, params_of(kn), plan.first);
+    launch(kn, args, params_of(kn, first_bits), plan.first);
     return;
   }
   // Two passes through partials, released once queued (the queue runs in order).
@@ -99,7 +119,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
       partials.push_back(allocate(static_cast<std::size_t>(plan.first.units) * size_of(d)));
     for (void* p : partials)
       bind_whole(p);
-    launch(kn, args, params_of(kn), plan.first);
+    launch(kn, args, params_of(kn, first_bits), plan.first);
     const kernel& mk = *ks[1];
     args.clear();
     offsets.clear();
@@ -107,7 +127,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
     for (void* p : partials)
       bind_whole(p);
     bind_whole(r.out.handle());
-    launch(mk, args, params_of(mk), plan.merge);
+    launch(mk, args, params_of(mk, merge_bits), plan.merge);
   } catch (...) {
     for (void* p : partials)
       release(p);

@@ -185,8 +185,9 @@ inline std::string indented(const std::string& s, const std::string& pad) {
 // The reduction's parts for the kernel templates (kernels/), from its definition's device
 // code (reductions/*.hpp). I: the kernel's index type (of `ai`).
 inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduce_spec& r,
-                                                   const std::string& I) {
-  const reduction_spelling sp(d, I);
+                                                   const std::string& I, int param_base = 0) {
+  reduction_spelling sp(d, I);
+  sp.param_base = param_base;
   const reduction_code c = r.info->device(sp, {r.value, r.acc, r.result});
   kernels::reduction_parts p;
   p.value = cfamily::register_type(r.value);
@@ -224,7 +225,8 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
   const std::string I = d.index_type(ir);
   const int nin = static_cast<int>(ir.inputs.size());
   const dtype index = ir.wide_index ? dtype::i64 : dtype::i32;
-  auto p = reduction_parts_of(d, spec, I);
+  // The run-time parameters are the stage's last scalars (stage_ir).
+  auto p = reduction_parts_of(d, spec, I, static_cast<int>(ir.scalars.size()) - spec.params());
   p.store = "      " + d.element(ir, nin, "o") + " = " + d.store(spec.result, "res") + ";\n";
   if (spec.stage == reduce_stage::merge) {
     p.load = "      const " + p.acc + " b = " + d.load(spec.acc, d.element(ir, 0, "k")) + ";\n";

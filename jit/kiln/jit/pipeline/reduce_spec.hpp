@@ -20,9 +20,11 @@ inline constexpr int reduce_extras = 4;
 struct reduce_spec {
   const reduction_info* info; // which reduction (its definition's device parts)
   reduce_stage stage;
-  dtype value;  // the reduced expression's dtype
-  dtype acc;    // accumulator dtype
-  dtype result; // the output's dtype
+  dtype value;                   // the reduced expression's dtype
+  dtype acc;                     // accumulator dtype
+  dtype result;                  // the output's dtype
+  dtype param_type = dtype::f64; // the run-time parameters' (f32 where the device has no f64)
+  int params() const { return info->params; }
   // Whether `ai` carries state between passes (argmax's index, a float product's exponent).
   bool carries_index() const { return info->carries_index(acc); }
 };
@@ -39,6 +41,8 @@ inline std::vector<dtype> partial_dtypes(const reduce_spec& s, bool wide_index) 
 // The IR of a stage's kernel from the reduced expression's IR (`value`): its buffers are
 // the expression's inputs, then the result; a partial pass writes the partials instead; a
 // merge pass reads those and has no expression.
+// The reduction's run-time parameters follow the expression's scalars in every stage (the
+// merge pass's only scalars).
 inline kernel_ir stage_ir(kernel_ir value, const reduce_spec& s) {
   value.outputs = {s.result};
   if (s.stage == reduce_stage::partial) {
@@ -48,8 +52,10 @@ inline kernel_ir stage_ir(kernel_ir value, const reduce_spec& s) {
     m.inputs = partial_dtypes(s, value.wide_index);
     m.outputs = {s.result};
     m.wide_index = value.wide_index;
+    m.scalars.assign(std::size_t(s.params()), s.param_type);
     return m;
   }
+  value.scalars.insert(value.scalars.end(), std::size_t(s.params()), s.param_type);
   return value;
 }
 
