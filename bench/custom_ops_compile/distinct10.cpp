@@ -14,8 +14,8 @@ int main() {
 #define KILN_BENCH_USE(N, fn)                                                                      \
   r = kiln::fn(x) * y;                                                                             \
   check += kiln::sum(r).item();                                                                    \
-  check += kiln::tensor<float>(std::get<0>(kiln::grad(kiln::sum(kiln::fn(x) * y), x)))             \
-               .to_vector()[0];
+  check +=                                                                                         \
+      kiln::tensor<float>(std::get<0>(kiln::grad(kiln::sum(kiln::fn(x) * y), x))).to_vector()[0];
   KILN_BENCH_FUNCTIONS(KILN_BENCH_USE)
   std::printf("%.6f\n", check);
 }

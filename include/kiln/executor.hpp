@@ -242,7 +242,7 @@ public:
   virtual void reduce(const device_reduction& r) = 0;
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.
-  virtual bool needs_tensor_input(const char* op, std::size_t leaves) const = 0;
+  virtual bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const = 0;
 };
 
 // The device executor of a storage's backend; a kiln::error if it has none.

@@ -207,8 +207,7 @@ auto materialize(const reduce_node<R, E>& n) {
     constexpr const char* device_only =
         detail::device_only_in<std::remove_cvref_t<decltype(inner)>>;
     if constexpr (device_only != nullptr)
-      throw error(device_only, "the op has no host implementation (it is declared device_only)",
-                  "evaluate it on a GPU device");
+      detail::refuse_device_only(device_only);
     else
       detail::run_reduction<R>(out, inner, m, n.params());
   } else {

@@ -114,8 +114,7 @@ template <class... O>
 void host_run(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
   constexpr const char* device_only = first_named({device_only_in<typename O::expr_type>...});
   if constexpr (device_only != nullptr)
-    throw error(device_only, "the op has no host implementation (it is declared device_only)",
-                "evaluate it on a GPU device");
+    refuse_device_only(device_only);
   else
     host_run_pass(active, outs...);
 }

@@ -41,8 +41,7 @@ void device_reduce(const tensor<typename R::template result<value_t<E>>>& out, c
   }
   if constexpr (!is_tensor_v<E>) {
     // A hand-written kernel takes a tensor; a kernel binds a bounded number of buffers.
-    // (A user's reduction is never given to providers: its name is not looked up.)
-    if (ex.needs_tensor_input(reduction_info_of<R>.builtin ? R::name : "", lt.inputs.size())) {
+    if (ex.needs_tensor_input(reduction_info_of<R>, lt.inputs.size())) {
       const tensor<V> tmp(full, out.device());
       assign(tmp, e);
       device_reduce<R>(out, tmp, mask, params);

@@ -38,6 +38,11 @@ inline constexpr const char* device_only_in = nullptr;
 template <class Op, class... C>
 inline constexpr const char* device_only_in<expr_node<Op, C...>> =
     device_only_op<Op>() ? Op::name : first_named({device_only_in<C>...});
+// What a host evaluator says of such a tree (op: the device-only op's name).
+[[noreturn]] inline void refuse_device_only(const char* op) {
+  throw error(op, "the op has no host implementation (it is declared device_only)",
+              "evaluate it on a GPU device");
+}
 
 template <class E>
 inline constexpr int leaf_count = 0;

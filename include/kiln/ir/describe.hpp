@@ -20,10 +20,9 @@ inline constexpr raw_source raw_source_of{Op::inputs, Op::output, Op::body};
 template <class Op>
 constexpr ir_op make_op_info() {
   ir_op o{Op::name, &Op::glsl, &Op::cuda, &Op::msl, &Op::device};
-  if constexpr (requires { Op::tunables[0].name; }) {
-    o.tunables = Op::tunables;
-    o.tunable_count = std::size(Op::tunables);
-  }
+  const std::span<const tunable> ts = detail::tunables_of<Op>();
+  o.tunables = ts.data();
+  o.tunable_count = ts.size();
   if constexpr (detail::is_raw_op<Op>) o.raw = &raw_source_of<Op>;
   return o;
 }

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <span>
+#include <string_view>
 #include <utility>
 
 namespace kiln {
@@ -45,6 +47,14 @@ struct tunable {
   long long value;
 };
 
+// The tunable called `name` among `ts`, else null: the one lookup of the compile-time checks
+// and of the code generators (ops and custom reductions).
+constexpr const tunable* find_tunable(std::span<const tunable> ts, std::string_view name) {
+  for (const tunable& t : ts)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
 // A raw op's device code (README, "Raw device code"): the body of a function in the C-family
 // dialect GLSL and CUDA C++ share, its operands named by `inputs` (comma-separated, in
 // operand order), its result by `output`; $T and ${NAME} as in spellings. The generated
@@ -67,13 +77,17 @@ constexpr bool same_name(const char* a, const char* b, std::size_t n) {
     if (a[i] != b[i] || a[i] == '\0') return false;
   return b[n] == '\0';
 }
+// The op's tunables (none unless it declares `tunables`).
+template <class Op>
+constexpr std::span<const tunable> tunables_of() {
+  if constexpr (requires { Op::tunables[0].name; })
+    return Op::tunables;
+  else
+    return {};
+}
 template <class Op>
 constexpr bool is_tunable(const char* name, std::size_t n) {
-  if constexpr (requires { Op::tunables[0].name; }) {
-    for (const tunable& t : Op::tunables)
-      if (same_name(name, t.name, n)) return true;
-  }
-  return false;
+  return find_tunable(tunables_of<Op>(), std::string_view(name, n)) != nullptr;
 }
 template <class Op>
 constexpr void scan_refs(const char* s, std::size_t arity, spelling_refs& r) {
@@ -176,15 +190,10 @@ constexpr raw_names raw_names_of() {
     ++r.inputs;
     i += n;
   }
-  for (const char* b = Op::body; *b; ++b) {
-    if (*b != '$') continue;
-    if (b[1] == 'T') continue;
-    std::size_t n = 0;
-    if (b[1] == '{')
-      while (b[2 + n] && b[2 + n] != '}')
-        ++n;
-    r.body_ok = r.body_ok && b[1] == '{' && b[2 + n] == '}' && is_tunable<Op>(b + 2, n);
-  }
+  // The body's `$` references as a spelling's, with no operands ($k: the names stand for them).
+  spelling_refs body;
+  scan_refs<Op>(Op::body, 0, body);
+  r.body_ok = body.operands_ok && body.tunables_ok && body.dollars_ok;
   return r;
 }
 

@@ -72,13 +72,11 @@ std::string reduction_source(const char* text, const device_spelling& s,
       const std::string_view rest(p + 2);
       const std::size_t end = rest.find('}');
       const std::string_view name = rest.substr(0, end);
-      bool found = false;
-      if constexpr (requires { Def::tunables[0].name; })
-        for (const tunable& tn : Def::tunables)
-          if (name == tn.name) out += std::to_string(tn.value), found = true;
-      if (!found || end == std::string_view::npos)
+      const tunable* tn = find_tunable(detail::tunables_of<Def>(), name);
+      if (!tn || end == std::string_view::npos)
         throw error(Def::name, "the reduction's device code uses a tunable it does not declare",
                     "${" + std::string(name) + "}");
+      out += std::to_string(tn->value);
       p += 2 + end;
     } else {
       throw error(Def::name,

@@ -39,7 +39,11 @@ public:
   device_executor* executor() override { return this; }
   void run(const device_pass& p) override;
   void reduce(const device_reduction& r) override;
-  bool needs_tensor_input(const char* op, std::size_t leaves) const override;
+  bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const override;
+
+  // Whether a hand-written kernel is registered for this reduction on this kind of device:
+  // only built-ins have them (a user's reduction of the same name never reaches them).
+  bool has_provider(const reduction_info& info) const;
 
   // Bytes of parameters a kernel takes inline (push constants, kernel arguments).
   virtual std::uint32_t max_inline_params() const = 0;

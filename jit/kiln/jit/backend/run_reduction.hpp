@@ -21,16 +21,18 @@ struct compiled_reduction : executor_state {
   std::map<reduce_stage, std::vector<std::shared_ptr<kernel>>> kernels;
 };
 
-inline bool jit_backend::needs_tensor_input(const char* op, std::size_t leaves) const {
-  if (static_cast<int>(leaves) + 2 > max_buffers()) return true;
+inline bool jit_backend::has_provider(const reduction_info& info) const {
   const auto& reg = provider_registry::instance();
-  return !reg.empty() && reg.has(device().kind(), op);
+  return info.builtin && !reg.empty() && reg.has(device().kind(), info.name);
+}
+
+inline bool jit_backend::needs_tensor_input(const reduction_info& info, std::size_t leaves) const {
+  return static_cast<int>(leaves) + 2 > max_buffers() || has_provider(info);
 }
 
 inline void jit_backend::reduce(const device_reduction& r) {
   const lowered_pass& lp = r.lowered;
-  if (r.info.builtin && r.inputs.size() == 1 &&
-      provider_registry::instance().has(device().kind(), r.info.name)) {
+  if (r.inputs.size() == 1 && has_provider(r.info)) {
     const device_leaf& in = r.inputs[0];
     const reduce_call call{r.info.name,
                            device(),

@@ -14,8 +14,7 @@ namespace kiln::jit::codegen {
 
 // The value of the op's tunable `name` (make_node checked at compile time that it has one).
 inline long long tunable_value(const ir_op& op, std::string_view name) {
-  for (std::size_t t = 0; t < op.tunable_count; ++t)
-    if (name == op.tunables[t].name) return op.tunables[t].value;
+  if (const tunable* t = find_tunable({op.tunables, op.tunable_count}, name)) return t->value;
   throw error(op.name, "a spelling uses a tunable the op does not declare",
               "${" + std::string(name) + "}");
 }

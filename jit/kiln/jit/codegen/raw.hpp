@@ -6,6 +6,7 @@
 // entries), and two names with one body share one. A compile error inside a body is
 // reported against the body's own lines, through the markers around it.
 #include "kiln/error.hpp"
+#include "kiln/jit/cache/hash.hpp"
 #include "kiln/jit/codegen/c_family.hpp"
 #include "kiln/jit/codegen/expand.hpp"
 
@@ -41,25 +42,19 @@ struct raw_body {
   std::vector<std::string> inputs;
 };
 
-// The body for this compute type, and the name its text hashes to (FNV-1a, 64 bits: a
-// collision of two bodies in one kernel would be a redefinition, which the compiler refuses,
-// never a silently shared function).
+// The body for this compute type, and the name its text hashes to (the kernel caches'
+// hasher, its first 64 bits: a collision of two bodies in one kernel would be a
+// redefinition, which the compiler refuses, never a silently shared function).
 inline raw_body raw_body_of(const ir_op& op, dtype compute) {
   raw_body b;
   b.body = expand(op.raw->body, nullptr, cfamily::register_type(compute), &op);
   if (b.body.empty() || b.body.back() != '\n') b.body += '\n';
   b.inputs = raw_inputs(*op.raw);
-  std::string text = std::string(kiln::name(compute)) + "\n" + op.raw->output + "\n";
+  hasher h;
+  h.add(kiln::name(compute)).add(std::string_view(op.raw->output));
   for (const auto& n : b.inputs)
-    text += n + ",";
-  text += "\n" + b.body;
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 1099511628211ull;
-  static constexpr char hex[] = "0123456789abcdef";
-  b.name = "kx_";
-  for (int k = 60; k >= 0; k -= 4)
-    b.name += hex[(h >> k) & 15];
+    h.add(std::string_view(n));
+  b.name = "kx_" + h.add(std::string_view(b.body)).digest().hex().substr(0, 16);
   return b;
 }
 
@@ -72,6 +67,12 @@ inline std::map<std::string, std::string>& raw_names() {
 inline std::mutex& raw_names_mutex() {
   static std::mutex m;
   return m;
+}
+// The op a body function (kx_<hash>) came from; the function's name if none is known.
+inline std::string raw_op_name(const std::string& function) {
+  const std::lock_guard lock(raw_names_mutex());
+  const auto it = raw_names().find(function);
+  return it == raw_names().end() ? function : it->second;
 }
 
 // The call of op's function on operands $0 $1 ..., as a spelling for codegen::expand.
@@ -176,24 +177,13 @@ inline std::string raw_functions(const kernel_ir& ir, const char* prefix) {
     for (const region& r : bodies)
       if (n >= r.first && n <= r.last) {
         hit.insert(&r);
-        std::string op;
-        {
-          const std::lock_guard lock(raw_names_mutex());
-          const auto it = raw_names().find(r.name);
-          op = it == raw_names().end() ? r.name : it->second;
-        }
-        messages += op + " body line " + std::to_string(n - r.first + 1) + ":" +
+        messages += raw_op_name(r.name) + " body line " + std::to_string(n - r.first + 1) + ":" +
                     std::string(l.substr(at + len)) + "\n";
       }
   }
   if (hit.empty()) throw e;
   const region& first = **hit.begin();
-  std::string op;
-  {
-    const std::lock_guard lock(raw_names_mutex());
-    const auto it = raw_names().find(first.name);
-    op = it == raw_names().end() ? first.name : it->second;
-  }
+  const std::string op = raw_op_name(first.name);
   std::string body;
   for (std::size_t i = first.first; i <= first.last; ++i)
     body += std::to_string(i - first.first + 1) + ": " + std::string(lines[i - 1]) + "\n";
