@@ -30,6 +30,7 @@ enum class kind : std::uint8_t {
   words,    // a comma list of the entry's `words`
   device,   // a device string (kiln::device parses it)
   folder,   // a directory
+  file,     // a file (or a folder to hold it)
   library,  // a shared library, as dlopen takes it
   program,  // a program: a path, or a name looked up on PATH
   external, // not kiln's: a system variable kiln falls back on
@@ -63,7 +64,7 @@ inline constexpr variable variables[] = {
      "`G` suffix (powers of 1024); `0`: no disk cache"},
     {"KILN_LOG", kind::words, "nothing logged",
      "a comma list of what to log to stderr: `jit` (each compile and disk-cache hit, with its "
-     "milliseconds), `all`",
+     "milliseconds, and each launch configuration chosen, with why), `all`",
      "jit,all"},
     {"KILN_DUMP_KERNELS", kind::folder, "no dumps",
      "folder where each generated kernel source is written, named by its hash; one that cannot "
@@ -77,6 +78,13 @@ inline constexpr variable variables[] = {
     {"KILN_VK_MAX_GROUPS", kind::integer, "`65535` (`256` on a CPU device)",
      "workgroups of an elementwise Vulkan kernel, past which invocations loop over several "
      "elements, in [1, the device's limit]"},
+    {"KILN_TUNE_DB", kind::file, "`tuning.kdb` in the kernel cache's folder",
+     "the tuning database (a file, or a folder holding `tuning.kdb`) that evaluation reads and "
+     "`kiln-tune` writes; a damaged or foreign file is read as empty, never written to"},
+    {"KILN_TUNE", kind::words, "`on`",
+     "`off`: evaluation ignores the tuning database and takes the default launch "
+     "configurations (deterministic runs)",
+     "on,off"},
     {"KILN_SHADERC_LIBRARY", kind::library,
      "`libshaderc_shared.so`, `libshaderc_shared.so.1`, `libshaderc.so.1`, else `glslc`",
      "the libshaderc that compiles GLSL in process; one that does not load is an error"},

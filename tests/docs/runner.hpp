@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 
+#include "kiln/jit/tune.hpp"
 #include "kiln/jit/vulkan/backend.hpp"
 
 namespace kiln_doc {

@@ -11,6 +11,7 @@
 //      outputs with another stride are written from a buffer afterwards.
 #include "kiln/error.hpp"
 #include "kiln/eval/flat.hpp"
+#include "kiln/eval/host_launch.hpp"
 #include "kiln/eval/iteration_space.hpp"
 #include "kiln/eval/kernel.hpp"
 #include "kiln/eval/stream.hpp"

@@ -110,8 +110,21 @@ constexpr std::int64_t least_grain = 16384;
 
 // Enough elements per thread that waking a worker pays off; heavier trees split sooner.
 // (Waking a worker costs ~10-20 us; a cheap op streams ~5 elements/ns from cache.)
-inline std::int64_t pass_grain(const host_kernel_ref& k) {
+// A tuned launch may set the grain itself.
+inline std::int64_t pass_grain(const host_kernel_ref& k, const host_launch& launch) {
+  if (launch.grain > 0) return launch.grain;
   return std::max<std::int64_t>(least_grain, (1 << 19) / k.cost);
+}
+
+// Threads a pass may use: the pool's, or fewer where a tuned launch says so.
+inline int pass_threads(const host_launch& launch) {
+  const int all = num_threads();
+  return launch.threads > 0 ? std::min(launch.threads, all) : all;
+}
+
+// Whether a pass touching `footprint` bytes, whose outputs allow it, streams its stores.
+inline bool streams(const host_launch& launch, std::int64_t footprint) {
+  return launch.stream == 2 || (launch.stream == 0 && footprint >= stream_threshold());
 }
 
 // A pass of one task whose active operands all have the pass's shape and are contiguous:
@@ -121,11 +134,11 @@ inline std::int64_t pass_grain(const host_kernel_ref& k) {
 inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_output> outs,
                                 std::span<const flat_leaf> leaves,
                                 std::span<const flat_scalar> scalars, const kiln::shape& shape,
-                                std::int64_t total) {
+                                std::int64_t total, const host_launch& launch) {
   const std::size_t no = outs.size(), nl = leaves.size();
   // A pass that splits is the general pass's; one task of any size is this one's (so a pass
   // too small to split runs the same code on 1 or more threads).
-  if (total > pass_grain(k) && num_threads() > 1) return false;
+  if (total > pass_grain(k, launch) && pass_threads(launch) > 1) return false;
   const auto plain = [&](const kiln::layout& l) { return l.shape == shape && l.is_contiguous(); };
   // Raw pointers into the scratch arrays, taken once: through scratch::operator[] every
   // access tested for a heap array again (a store through a pointer may change it).
@@ -177,7 +190,7 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
     active[p] = outs[p].active;
   memo_plan memo(k, {active, no}, {rep, k.memos.empty() ? 0 : nl}, scalars);
   memo_storage m(memo);
-  const bool stream = k.may_stream && footprint >= stream_threshold();
+  const bool stream = k.may_stream && streams(launch, footprint);
   // A run not a multiple of the batch ends with an overlapping batch where that is safe.
   const bool apart =
       total >= k.lanes && total % k.lanes != 0 && outputs_apart(outs, leaves, k.leaf_start);
@@ -211,7 +224,9 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
                                     const kiln::shape& shape) {
   const std::int64_t total = numel(shape);
   if (total == 0) return;
-  if (run_contiguous_pass(k, outs, leaves, scalars, shape, total)) return;
+  // The launch settings: tuned for this pass and size, else the defaults (host_launch.hpp).
+  const host_launch launch = host_launch_for(k, total);
+  if (run_contiguous_pass(k, outs, leaves, scalars, shape, total, launch)) return;
   const std::size_t no = outs.size(), nl = leaves.size();
   scratch<bool, 8> active(no);
   scratch<int, 32> owner(nl); // the output whose tree holds each leaf
@@ -265,8 +280,8 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   // Shared subexpressions: sites of one type over the same values share a slot (memo.hpp).
   memo_plan memo(k, {active.data(), no}, {rep.data(), nl}, scalars);
 
-  const std::int64_t grain = pass_grain(k);
-  const int threads = num_threads();
+  const std::int64_t grain = pass_grain(k, launch);
+  const int threads = pass_threads(launch);
   // A few tasks per thread, taken dynamically, so a thread slowed by anything else on its
   // core does not leave the others idle at the end.
   const int tasks = threads == 1 ? 1
@@ -281,7 +296,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   bool whole = true;
   for (std::size_t o = 0; o < no; ++o)
     whole = whole && (!active[o] || outs[o].layout->is_contiguous());
-  const bool stream = k.may_stream && unit && whole && footprint >= stream_threshold();
+  const bool stream = k.may_stream && unit && whole && streams(launch, footprint);
   const std::size_t first_out =
       std::size_t(std::find(active.data(), active.data() + no, true) - active.data());
   // Rows not a multiple of the batch end with an overlapping batch where that is safe (the
@@ -414,7 +429,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   if (tasks <= 1)
     body(0);
   else
-    thread_pool::instance().parallel_for(tasks, body);
+    thread_pool::instance().parallel_for(tasks, body, threads);
 }
 
 } // namespace kiln::detail

@@ -258,6 +258,9 @@ struct host_kernel_ref {
   std::span<const int> leaf_start;   // per output, and one past the last
   std::span<const int> scalar_start; // likewise
   std::span<const memo_site> memos;
+  // The kernel's type as the compiler spells it: the tuning database's key for the pass
+  // (stable from run to run of one build; hashed only where something is tuned).
+  const char* (*type_name)();
 };
 
 template <class Dsts, class Exprs>
@@ -306,8 +309,10 @@ struct host_kernel<type_list<D...>, type_list<E...>> {
             may_stream,
             leaf_start,
             scalar_start,
-            {memos.data(), std::size_t(n_memos)}};
+            {memos.data(), std::size_t(n_memos)},
+            &type_name};
   }
+  static const char* type_name() { return __PRETTY_FUNCTION__; }
 
   static void run(const kernel_args& a) {
     for (int m = 0; m < a.n_fresh; ++m)

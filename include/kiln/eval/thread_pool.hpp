@@ -36,10 +36,11 @@ public:
     active_.store(std::clamp(n, 1, static_cast<int>(workers_.size()) + 1));
   }
 
-  // Runs fn(task) for task in [0, tasks), spread over the active threads.
+  // Runs fn(task) for task in [0, tasks), spread over the active threads (at most
+  // max_threads of them where that is given: a tuned pass).
   template <class F>
-  void parallel_for(int tasks, F&& fn) {
-    const int n = std::min(tasks, threads());
+  void parallel_for(int tasks, F&& fn, int max_threads = 0) {
+    const int n = std::min({tasks, threads(), max_threads > 0 ? max_threads : tasks});
     if (n <= 1 || in_worker() || !busy_.try_lock()) {
       for (int t = 0; t < tasks; ++t)
         fn(t);

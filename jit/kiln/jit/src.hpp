@@ -10,9 +10,14 @@
 #include "kiln/jit/backend/run_reduction.hpp"
 #include "kiln/jit/cuda/backend.hpp"
 #include "kiln/jit/jit.hpp"
+#include "kiln/jit/tune/host.hpp"
 #include "kiln/jit/vulkan/backend.hpp"
 
 namespace kiln::jit {
+
+// Host passes take tuned settings from the database (tune/host.hpp) in every program that
+// has the runtime, including those that never open a device.
+const bool host_chooser_installed = tune::install_host_chooser();
 
 bool register_builtin_backends() {
   static const bool done = [] {

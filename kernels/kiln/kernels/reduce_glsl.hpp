@@ -1,6 +1,6 @@
 #pragma once
 // The reduction templates (reduce_template.hpp) spelled in GLSL: the prologue is
-// `kiln_value(i)`, the workgroup size specialization constant 0 (64 for reductions).
+// `kiln_value(i)`, the workgroup size specialization constant 0 (the template's G for reductions).
 #include "kiln/kernels/reduce_template.hpp"
 
 namespace kiln::kernels::glsl {

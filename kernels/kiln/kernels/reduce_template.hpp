@@ -3,7 +3,7 @@
 // JIT splices in the fused prologue — `kiln_value(i)`, element i of the reduced expression,
 // iterating over (kept dims..., reduced dims...) so element o * count + r is output o's r-th
 // input — and the reduction's parts (reduction_parts.hpp).
-//   group:  a workgroup of 64 per work unit (output o, chunk c): a strided partial per
+//   group:  a workgroup of G per work unit (output o, chunk c): a strided partial per
 //           invocation over the chunk, then a tree over shared memory (no subgroup size
 //           assumed). With one chunk per output it stores the result (`store`), else the
 //           chunk's state (`partial`), which `merge` then combines: long reductions take
@@ -11,7 +11,9 @@
 //   merge:  a workgroup per output over its chunks' partials (`load` defines b, bi, b2 of
 //           partial k), the same tree, then the result.
 // The state is (a, ai), and a2 where the reduction has one (reduction_parts::init2).
-//   thread: an invocation per output, a sequential loop; for reductions shorter than 64.
+//   thread: an invocation per output, a sequential loop; for short reductions.
+// G, the workgroup size, is a power of two (64 unless tuned, jit/tune/families.hpp); the
+// entry point's `$G` (CUDA's launch bounds) is spelled with it.
 // Parameters: P.x0 = count (inputs per output), P.x1 = outputs, P.x2 = chunks per output,
 // P.x3 = inputs per chunk. Every loop's trip count is bounded by the launch (launch_grid.hpp).
 #include "kiln/kernels/grid_spelling.hpp"
@@ -24,10 +26,17 @@ inline constexpr int reduce_group_size = 64;
 namespace detail {
 
 inline std::string shared_arrays(const grid_spelling& g, const std::string& I,
-                                 const reduction_parts& p) {
-  std::string s = g.shared + p.acc + " kiln_sa[64];\n" + g.shared + I + " kiln_si[64];\n";
-  if (!p.init2.empty()) s += g.shared + p.acc + " kiln_sa2[64];\n";
+                                 const reduction_parts& p, int G) {
+  const std::string n = "[" + std::to_string(G) + "];\n";
+  std::string s = g.shared + p.acc + " kiln_sa" + n + g.shared + I + " kiln_si" + n;
+  if (!p.init2.empty()) s += g.shared + p.acc + " kiln_sa2" + n;
   return s;
+}
+
+inline std::string entry(const grid_spelling& g, int G) {
+  std::string e = g.entry;
+  if (const auto at = e.find("$G"); at != std::string::npos) e.replace(at, 2, std::to_string(G));
+  return e;
 }
 
 // The state's declarations with their identities.
@@ -38,10 +47,10 @@ inline std::string state(const std::string& I, const reduction_parts& p) {
   return s;
 }
 
-// The tree over the 64 partials in shared memory; invocation 0 is left with the total in
+// The tree over the G partials in shared memory; invocation 0 is left with the total in
 // (a, ai) and runs `last`. A barrier closes it: the next unit reuses the arrays.
 inline std::string tree(const grid_spelling& g, const std::string& I, const reduction_parts& p,
-                        const std::string& last) {
+                        const std::string& last, int G) {
   const bool two = !p.init2.empty();
   auto put = [&](const std::string& pad) {
     return pad + "kiln_sa[lid] = a;\n" + pad + "kiln_si[lid] = ai;\n" +
@@ -52,7 +61,8 @@ inline std::string tree(const grid_spelling& g, const std::string& I, const redu
            (two ? pad + "a2 = kiln_sa2[" + at + "];\n" : "");
   };
   std::string s = put("    ") + "    " + g.barrier + "\n";
-  s += "    for (uint h = 32u; h > 0u; h >>= 1) {\n      if (lid < h) {\n" + get("        ", "lid");
+  s += "    for (uint h = " + std::to_string(G / 2) +
+       "u; h > 0u; h >>= 1) {\n      if (lid < h) {\n" + get("        ", "lid");
   s += "        const " + p.acc + " b = kiln_sa[lid + h];\n        const " + I +
        " bi = kiln_si[lid + h];\n";
   if (two) s += "        const " + p.acc + " b2 = kiln_sa2[lid + h];\n";
@@ -69,8 +79,8 @@ inline std::string finish(const reduction_parts& p) {
 
 // partial: store each chunk's state at unit w instead of the result of output o.
 inline std::string reduce_group(const grid_spelling& g, const std::string& I,
-                                const reduction_parts& p, bool partial) {
-  std::string s = detail::shared_arrays(g, I, p) + g.entry + "\n";
+                                const reduction_parts& p, bool partial, int G) {
+  std::string s = detail::shared_arrays(g, I, p, G) + detail::entry(g, G) + "\n";
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  const " + I + " units = P.x1 * P.x2;\n";
   s += "  for (" + I + " w = kiln_group; w < units; w += kiln_groups) {\n";
@@ -78,30 +88,33 @@ inline std::string reduce_group(const grid_spelling& g, const std::string& I,
   s += "    const " + I + " r0 = (w - o * P.x2) * P.x3;\n";
   s += "    const " + I + " r1 = P.x0 - r0 < P.x3 ? P.x0 : r0 + P.x3;\n";
   s += detail::state(I, p);
-  s += "    for (" + I + " r = r0 + " + I + "(lid); r < r1; r += " + I + "(64)) {\n";
+  s += "    for (" + I + " r = r0 + " + I + "(lid); r < r1; r += " + I + "(" + std::to_string(G) +
+       ")) {\n";
   s += "      const " + p.value + " v = " + g.value_call + "o * P.x0 + r);\n" + p.combine;
   s += "    }\n";
-  s += detail::tree(g, I, p, partial ? p.partial : detail::finish(p));
+  s += detail::tree(g, I, p, partial ? p.partial : detail::finish(p), G);
   return s + "  }\n}\n";
 }
 
 inline std::string reduce_merge(const grid_spelling& g, const std::string& I,
-                                const reduction_parts& p) {
-  std::string s = detail::shared_arrays(g, I, p) + g.entry + "\n";
+                                const reduction_parts& p, int G) {
+  std::string s = detail::shared_arrays(g, I, p, G) + detail::entry(g, G) + "\n";
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  for (" + I + " o = kiln_group; o < P.x1; o += kiln_groups) {\n";
   s += detail::state(I, p);
-  s += "    for (" + I + " c = " + I + "(lid); c < P.x2; c += " + I + "(64)) {\n";
+  s += "    for (" + I + " c = " + I + "(lid); c < P.x2; c += " + I + "(" + std::to_string(G) +
+       ")) {\n";
   s += "      const " + I + " k = o * P.x2 + c;\n" + p.load + p.merge + "    }\n";
-  s += detail::tree(g, I, p, detail::finish(p));
+  s += detail::tree(g, I, p, detail::finish(p), G);
   return s + "  }\n}\n";
 }
 
 inline std::string reduce_thread(const grid_spelling& g, const std::string& I,
-                                 const reduction_parts& p) {
-  std::string s = g.entry + "\n" + flat_groups(g, I, "  ");
-  s += "  const " + I + " step = kiln_groups * " + I + "(64);\n";
-  s += "  for (" + I + " o = kiln_group * " + I + "(64) + " + I + "(" + g.local +
+                                 const reduction_parts& p, int G) {
+  const std::string n = I + "(" + std::to_string(G) + ")";
+  std::string s = detail::entry(g, G) + "\n" + flat_groups(g, I, "  ");
+  s += "  const " + I + " step = kiln_groups * " + n + ";\n";
+  s += "  for (" + I + " o = kiln_group * " + n + " + " + I + "(" + g.local +
        "); o < P.x1; o += step) {\n";
   s += detail::state(I, p);
   s += "    for (" + I + " r = " + I + "(0); r < P.x0; ++r) {\n";

@@ -74,18 +74,22 @@ public:
   void empty_cache() override { ctx_->empty_cache(); }
 
   // --- kernels
-  std::shared_ptr<kernel> compile(const kernel_ir& ir) override {
+  // Kernels are kept by source and workgroup size (a Vulkan specialization constant, a CUDA
+  // block size: the same binary, another launchable kernel).
+  std::shared_ptr<kernel> compile(const kernel_ir& ir, std::int64_t workgroup) override {
     param_layout layout(ir, max_inline_params());
     const std::string source = generate([&] { return self().generate(ir, layout); });
-    return kernels_.get(source,
-                        [&] { return make_kernel(ir, layout, source, self().workgroup_size()); });
+    const std::int64_t wg = workgroup > 0 ? workgroup : self().workgroup_size();
+    return kernels_.get(std::to_string(wg) + "\n" + source,
+                        [&] { return make_kernel(ir, layout, source, wg); });
   }
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
     param_layout layout(ir, max_inline_params(), reduce_extras);
     const std::string source = generate([&] { return self().generate_reduction(ir, layout, r); });
-    return kernels_.get(
-        source, [&] { return make_kernel(ir, layout, source, kernels::reduce_group_size); });
+    return kernels_.get(std::to_string(r.group) + "\n" + source,
+                        [&] { return make_kernel(ir, layout, source, r.group); });
   }
+  std::int64_t default_workgroup() const override { return self().workgroup_size(); }
 
   const std::shared_ptr<Context>& ctx() const { return ctx_; }
 
@@ -106,6 +110,7 @@ protected:
 
 private:
   Self& self() { return static_cast<Self&>(*this); }
+  const Self& self() const { return static_cast<const Self&>(*this); }
 
   // Code generation, its errors (an op without this dialect's spelling) naming the device.
   template <class F>

@@ -8,9 +8,11 @@
 #include "kiln/jit/pipeline/launch_grid.hpp"
 #include "kiln/jit/pipeline/params.hpp"
 #include "kiln/jit/pipeline/reduce_spec.hpp"
+#include "kiln/jit/tune/families.hpp"
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 
 namespace kiln::jit {
@@ -49,8 +51,9 @@ public:
   virtual std::uint32_t max_inline_params() const = 0;
   // Buffers one kernel may bind (inputs + outputs), after any reserved for parameters.
   virtual int max_buffers() const = 0;
-  // Compiles (or finds in its caches) the kernel for this IR.
-  virtual std::shared_ptr<kernel> compile(const kernel_ir& ir) = 0;
+  // Compiles (or finds in its caches) the kernel for this IR, for workgroups of this size
+  // (0: the backend's default).
+  virtual std::shared_ptr<kernel> compile(const kernel_ir& ir, std::int64_t workgroup = 0) = 0;
   // The same for a reduction kernel: `ir` computes the reduced values (see glsl_reduce.hpp).
   virtual std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) = 0;
   // The device's grid limits and preferred group count (launch_grid.hpp).
@@ -65,6 +68,40 @@ public:
                       std::span<const std::byte> params, const launch_work& w) = 0;
   // Why a kernel using these dtypes cannot run here ("" if it can).
   virtual std::string cannot_run(const std::array<bool, 9>& dtypes_used) const = 0;
+
+  // --- device timers (tune/measure.hpp): the device's own clock where the API has one
+  // (Vulkan timestamp queries, CUDA events). device_timer() says whether it has; between
+  // timer_begin() and timer_end_ns() the device's time for every command queued in between,
+  // in nanoseconds (timer_end_ns waits for them).
+  virtual bool device_timer() const { return false; }
+  virtual void timer_begin() {}
+  virtual double timer_end_ns() { return -1; }
+
+  // --- tuning (jit/tune/): the device as the tuning database knows it (vendor, name,
+  // driver, UUID), what constrains its configurations, and its families' spaces.
+  virtual const std::string& tuning_identity() const = 0;
+  virtual tune::device_limits tuning_limits() const = 0;
+  // Invocations per workgroup of elementwise kernels when nothing is tuned.
+  virtual std::int64_t default_workgroup() const = 0;
+  const tune::space& elementwise_space() {
+    std::call_once(spaces_once_, [&] { make_spaces(); });
+    return *elementwise_;
+  }
+  const tune::space& reduction_space() {
+    std::call_once(spaces_once_, [&] { make_spaces(); });
+    return *reduction_;
+  }
+
+private:
+  void make_spaces() {
+    const tune::device_limits l = tuning_limits();
+    const std::int64_t groups = launch_limits().preferred;
+    elementwise_ =
+        std::make_unique<tune::space>(tune::elementwise_space(l, default_workgroup(), groups));
+    reduction_ = std::make_unique<tune::space>(tune::reduction_space(l, groups));
+  }
+  std::once_flag spaces_once_;
+  std::unique_ptr<tune::space> elementwise_, reduction_;
 };
 
 } // namespace kiln::jit

@@ -5,43 +5,72 @@
 //      later pass of the same specialization builds no string and hashes nothing; a miss
 //      splits the IR into stages when it needs more buffers than one kernel may bind
 //      (stages.hpp), and the backend compiles each (or loads it from its caches);
-//   2. parameters (sizes, strides, offsets, scalars) are packed and the stages queued.
+//   2. the launch's configuration (workgroup size, groups) is the elementwise family's
+//      tuned choice for this kernel and size, else the defaults (tune/launch_choice.hpp);
+//      each configuration's kernels are compiled once;
+//   3. parameters (sizes, strides, offsets, scalars) are packed and the stages queued.
 #include "kiln/executor.hpp"
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/pipeline/stages.hpp"
+#include "kiln/jit/tune/kernel_id.hpp"
+#include "kiln/jit/tune/launch_choice.hpp"
 
 namespace kiln::jit {
 
-// A pass lowered and compiled for one backend: its stages' kernels.
+// A pass lowered and compiled for one backend: its stages' kernels per configuration.
 struct compiled_pass : executor_state {
   std::shared_ptr<const stage_plan> plan;
-  std::vector<std::shared_ptr<kernel>> kernels; // one per stage
+  std::vector<std::shared_ptr<kernel>> kernels; // one per stage, default configuration
+  std::string id;                               // the tuning database's kernel id
+  tune::choice_memo choices;
+  std::mutex mutex;
+  std::map<std::int64_t, std::vector<std::shared_ptr<kernel>>> by_workgroup;
+
+  // The stages' kernels for workgroups of `wg` (compiled on first use).
+  const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, std::int64_t wg) {
+    if (wg == kernels.front()->workgroup) return kernels;
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = by_workgroup.find(wg); it != by_workgroup.end()) return it->second;
+    }
+    std::vector<std::shared_ptr<kernel>> ks;
+    for (const auto& st : plan->stages)
+      ks.push_back(be.compile(st.ir, wg));
+    std::lock_guard lock(mutex);
+    return by_workgroup.emplace(wg, std::move(ks)).first->second; // a racing copy is the same
+  }
 };
 
 namespace detail {
 
 // The compiled kernels of a lowering on backend `be`, compiled on first use; the
 // backend's compile is single-flight, so threads racing here share one compile of each.
-inline const compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
+inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
   const auto state = lp.state_for(&be, [&] {
     auto plan = std::make_shared<const stage_plan>(split_stages(lp.ir, be.max_buffers()));
     if (const std::string why = be.cannot_run(plan->dtypes_used()); !why.empty())
       throw error("eval", "the device cannot run this expression", be.device().str() + ": " + why);
     auto c = std::make_shared<compiled_pass>();
     c->plan = plan;
+    c->id = tune::pass_id(lp.ir);
     for (const auto& st : plan->stages)
       c->kernels.push_back(be.compile(st.ir));
     return c;
   });
   // Kept alive by the lowering, which lives as long as the program.
-  return static_cast<const compiled_pass&>(*state);
+  return static_cast<compiled_pass&>(*state);
 }
 
 // Queues the stages of a compiled pass. Buffer strides come from the merged iteration
 // space (outputs first, then the unique inputs); temporaries are row-major over it.
-inline void launch_stages(jit_backend& be, const compiled_pass& cp, const device_pass& p) {
+inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass& p) {
   const kiln::shape& extents = p.extents;
   const std::int64_t n = p.n;
+  const tune::space& sp = be.elementwise_space();
+  const tune::config cfg = cp.choices.get(
+      &be, be.tuning_identity(), sp, cp.id, {tune::log2_floor(n)},
+      [&be, &cp](const tune::config& c) { cp.kernels_at(be, c[tune::ew::workgroup]); });
+  const auto& kernels = cp.kernels_at(be, cfg[tune::ew::workgroup]);
   const auto& dsts = p.targets;
   const auto& dst_layouts = p.target_layouts;
   const int rank = extents.size();
@@ -60,7 +89,7 @@ inline void launch_stages(jit_backend& be, const compiled_pass& cp, const device
   thread_local std::vector<std::array<std::int64_t, max_rank>> strides;
   thread_local std::vector<std::byte> params;
   try {
-    for (std::size_t k = 0; k < cp.kernels.size(); ++k) {
+    for (std::size_t k = 0; k < kernels.size(); ++k) {
       const stage& st = cp.plan->stages[k];
       args.clear();
       offsets.clear();
@@ -84,10 +113,10 @@ inline void launch_stages(jit_backend& be, const compiled_pass& cp, const device
           break;
         }
       }
-      const kernel& kn = *cp.kernels[k];
+      const kernel& kn = *kernels[k];
       params.assign(kn.layout.bytes, std::byte{0});
       kn.layout.pack(params.data(), n, extents.data(), offsets.data(), strides, p.scalars);
-      be.launch(kn, args, params, launch_work{n, false, 1});
+      be.launch(kn, args, params, launch_work{n, false, 1, cfg[tune::ew::groups]});
     }
   } catch (...) {
     for (void* t : temps)

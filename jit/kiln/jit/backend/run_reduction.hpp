@@ -8,6 +8,8 @@
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/backend/providers.hpp"
 #include "kiln/jit/pipeline/reduce_plan.hpp"
+#include "kiln/jit/tune/kernel_id.hpp"
+#include "kiln/jit/tune/launch_choice.hpp"
 
 #include <cstring>
 #include <map>
@@ -16,9 +18,12 @@ namespace kiln::jit {
 
 // A reduction's kernels on one backend, per stage: the stage depends on the sizes and the
 // device, not on the expression, so one lowering may be compiled for several.
+// Kept per stage and workgroup size (the reduction family's tuned `group`).
 struct compiled_reduction : executor_state {
   std::mutex mutex;
-  std::map<reduce_stage, std::vector<std::shared_ptr<kernel>>> kernels;
+  std::map<std::pair<reduce_stage, int>, std::vector<std::shared_ptr<kernel>>> kernels;
+  std::string id; // the tuning database's kernel id
+  tune::choice_memo choices;
 };
 
 inline bool jit_backend::has_provider(const reduction_info& info) const {
@@ -41,12 +46,61 @@ inline void jit_backend::reduce(const device_reduction& r) {
                            r.mask};
     if (provider_registry::instance().run(call)) return;
   }
-  const reduce_plan plan = plan_reduction(r.count, r.nout, launch_limits().preferred, r.info.name);
-  const reduce_stage stage = plan.stage;
+  const auto state = lp.state_for(this, [&] {
+    auto c = std::make_shared<compiled_reduction>();
+    c->id = tune::reduction_id(lp.ir, r.info.name, r.info.params);
+    return c;
+  });
+  auto& cr = static_cast<compiled_reduction&>(*state);
   const bool has_f64 = unsupported(dtype::f64).empty();
-  const reduce_spec spec{&r.info,  stage,
+  const reduce_spec base{&r.info,  reduce_stage::thread,
                          r.value,  r.info.accumulator(r.value, has_f64),
                          r.result, has_f64 ? dtype::f64 : dtype::f32};
+  // The plan and the kernels of one configuration (compiled once per stage and group size).
+  // (By value: a tuner may call them after this reduction returned.)
+  auto plan_for = [count = r.count, nout = r.nout, name = r.info.name](const tune::config& c) {
+    reduce_plan p = plan_reduction(count, nout, c[tune::red::groups], name, c[tune::red::group],
+                                   c[tune::red::thread_below]);
+    p.first.preferred = p.merge.preferred = c[tune::red::groups];
+    return p;
+  };
+  auto kernels_for = [this, &cr, &lp, base](const reduce_plan& plan, int group) {
+    const auto key = std::make_pair(plan.stage, group);
+    {
+      std::lock_guard lock(cr.mutex);
+      if (auto it = cr.kernels.find(key); it != cr.kernels.end()) return it->second;
+    }
+    reduce_spec spec = base;
+    spec.stage = plan.stage;
+    spec.group = group;
+    std::vector<std::shared_ptr<kernel>> ks;
+    const kernel_ir ir = stage_ir(lp.ir, spec);
+    auto used = ir.dtypes_used();
+    used[static_cast<int>(spec.acc)] = true;
+    if (const std::string why = cannot_run(used); !why.empty())
+      throw error(spec.info->name, "the device cannot run this reduction",
+                  device().str() + ": " + why);
+    ks.push_back(compile_reduction(ir, spec));
+    if (plan.stage == reduce_stage::partial) { // the second pass reads the partials
+      reduce_spec merge = spec;
+      merge.stage = reduce_stage::merge;
+      ks.push_back(compile_reduction(stage_ir(ir, merge), merge));
+    }
+    std::lock_guard lock(cr.mutex);
+    cr.kernels.emplace(key, ks);
+    return ks;
+  };
+  const tune::config cfg =
+      cr.choices.get(this, tuning_identity(), reduction_space(), cr.id,
+                     {tune::log2_floor(r.count), tune::log2_floor(r.nout)},
+                     [plan_for, kernels_for](const tune::config& c) {
+                       kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]));
+                     });
+  const reduce_plan plan = plan_for(cfg);
+  const reduce_stage stage = plan.stage;
+  reduce_spec spec = base;
+  spec.stage = stage;
+  spec.group = static_cast<int>(cfg[tune::red::group]);
   if (r.params.size() != std::size_t(r.info.params))
     throw error(r.info.name, "the reduction takes another number of run-time parameters",
                 std::to_string(r.params.size()) + " given, " + std::to_string(r.info.params) +
@@ -65,28 +119,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
     first_bits.push_back(b);
     merge_bits.push_back(b);
   }
-  const auto state = lp.state_for(this, [] { return std::make_shared<compiled_reduction>(); });
-  auto& cr = static_cast<compiled_reduction&>(*state);
-  std::vector<std::shared_ptr<kernel>> ks;
-  {
-    std::lock_guard lock(cr.mutex);
-    if (auto it = cr.kernels.find(stage); it != cr.kernels.end()) ks = it->second;
-  }
-  if (ks.empty()) {
-    const kernel_ir ir = stage_ir(lp.ir, spec);
-    auto used = ir.dtypes_used();
-    used[static_cast<int>(spec.acc)] = true;
-    if (const std::string why = cannot_run(used); !why.empty())
-      throw error(r.info.name, "the device cannot run this reduction", device().str() + ": " + why);
-    ks.push_back(compile_reduction(ir, spec));
-    if (stage == reduce_stage::partial) { // the second pass reads the partials
-      reduce_spec merge = spec;
-      merge.stage = reduce_stage::merge;
-      ks.push_back(compile_reduction(stage_ir(ir, merge), merge));
-    }
-    std::lock_guard lock(cr.mutex);
-    cr.kernels.emplace(stage, ks);
-  }
+  const std::vector<std::shared_ptr<kernel>> ks =
+      kernels_for(plan, static_cast<int>(cfg[tune::red::group]));
   const kernel& kn = *ks[0];
   std::vector<buffer_arg> args;
   std::vector<std::int64_t> offsets;

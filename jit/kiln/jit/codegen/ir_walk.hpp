@@ -236,12 +236,12 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
       p.load += "      const " + p.acc +
                 " b2 = " + d.load(spec.acc, d.element(ir, spec.carries_index() ? 2 : 1, "k")) +
                 ";\n";
-    return kernels::reduce_merge(g, I, p);
+    return kernels::reduce_merge(g, I, p, spec.group);
   }
   std::string s = value_function(d, ir, spec.value, value_params);
   switch (spec.stage) {
   case reduce_stage::thread:
-    return s + kernels::reduce_thread(g, I, p);
+    return s + kernels::reduce_thread(g, I, p, spec.group);
   case reduce_stage::partial:
     p.partial = "      " + d.element(ir, nin, "w") + " = " + d.store(spec.acc, "a") + ";\n";
     if (spec.carries_index())
@@ -249,9 +249,9 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
     if (spec.info->second)
       p.partial += "      " + d.element(ir, nin + (spec.carries_index() ? 2 : 1), "w") + " = " +
                    d.store(spec.acc, "a2") + ";\n";
-    return s + kernels::reduce_group(g, I, p, true);
+    return s + kernels::reduce_group(g, I, p, true, spec.group);
   default:
-    return s + kernels::reduce_group(g, I, p, false);
+    return s + kernels::reduce_group(g, I, p, false, spec.group);
   }
 }
 

@@ -62,8 +62,12 @@ public:
       : device_backend(index, context::get(index)),
         target_(target_for(ctx_->properties().cc, nvrtc().archs)),
         limits_(launch_limits_for(ctx_->properties().multiprocessors)),
-        param_limit_(param_limit(ctx_->properties().cc, ctx_->api().version, nvrtc().major,
-                                 nvrtc().minor)) {}
+        param_limit_(
+            param_limit(ctx_->properties().cc, ctx_->api().version, nvrtc().major, nvrtc().minor)) {
+    const auto& p = ctx_->properties();
+    tuning_identity_ = "cuda sm_" + std::to_string(p.cc) + " driver " +
+                       std::to_string(ctx_->api().version) + " " + nvrtc().version() + " " + p.name;
+  }
 
   kiln::device device() const override { return {device_kind::cuda, index_}; }
   std::string describe() const override {
@@ -73,9 +77,21 @@ public:
   std::string cannot_run(const std::array<bool, 9>& used) const override {
     return missing_headers(used, cuda_home_from_environment());
   }
+  // The device in the tuning database: name, architecture, driver and NVRTC versions.
+  const std::string& tuning_identity() const override { return tuning_identity_; }
+  tune::device_limits tuning_limits() const override {
+    tune::device_limits l;
+    l.max_workgroup = 1024;
+    l.max_groups = limits_.max_x;
+    l.shared_bytes = 48 * 1024; // static __shared__ per block on every architecture
+    return l;
+  }
   std::uint32_t max_inline_params() const override { return param_limit_; }
   int max_buffers() const override { return cuda::max_buffers; }
   grid_limits launch_limits() const override { return limits_; }
+  bool device_timer() const override { return true; }
+  void timer_begin() override { ctx_->timer_begin(); }
+  double timer_end_ns() override { return ctx_->timer_end_ns(); }
 
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
               std::span<const std::byte> params, const launch_work& w) override {
@@ -99,6 +115,10 @@ public:
 
   const nvrtc_target& target() const { return target_; }
 
+private:
+  std::string tuning_identity_;
+
+public:
   // --- what device_backend asks of a backend
   std::string generate(const kernel_ir& ir, const param_layout& l) const {
     return cuda::generate(ir, l);

@@ -177,9 +177,17 @@ public:
     }
     timer(const timer&) = delete;
     timer& operator=(const timer&) = delete;
-    void start() { check(c_.d_, c_.d_.cuEventRecord(a_, c_.stream_), "cuEventRecord"); }
-    void stop() { check(c_.d_, c_.d_.cuEventRecord(b_, c_.stream_), "cuEventRecord"); }
+    // Each makes the context current: the thread may not be the one that made the timer.
+    void start() {
+      c_.make_current();
+      check(c_.d_, c_.d_.cuEventRecord(a_, c_.stream_), "cuEventRecord");
+    }
+    void stop() {
+      c_.make_current();
+      check(c_.d_, c_.d_.cuEventRecord(b_, c_.stream_), "cuEventRecord");
+    }
     double elapsed_ms() const {
+      c_.make_current();
       check(c_.d_, c_.d_.cuEventSynchronize(b_), "cuEventSynchronize");
       float ms = 0;
       check(c_.d_, c_.d_.cuEventElapsedTime(&ms, a_, b_), "cuEventElapsedTime");
@@ -190,6 +198,24 @@ public:
     const context& c_;
     CUevent a_ = nullptr, b_ = nullptr;
   };
+
+  // The backend's device timer (jit_backend::timer_begin): one pair of events, made on
+  // first use; its own mutex, as timer_end_ns waits for the stream.
+  void timer_begin() {
+    std::lock_guard lock(timer_mutex_);
+    if (!timer_) timer_ = std::make_unique<timer>(*this);
+    timer_->start();
+    timing_ = true;
+  }
+  // Nanoseconds of device time since timer_begin (waits for the work queued in between);
+  // -1 without a timer_begin.
+  double timer_end_ns() {
+    std::lock_guard lock(timer_mutex_);
+    if (!timing_) return -1;
+    timing_ = false;
+    timer_->stop();
+    return timer_->elapsed_ms() * 1e6;
+  }
 
   static std::shared_ptr<context> get(int index) {
     static std::mutex m;
@@ -222,6 +248,9 @@ private:
   mutable std::mutex mutex_;
   std::multimap<std::size_t, CUdeviceptr> free_;
   std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  std::mutex timer_mutex_;
+  std::unique_ptr<timer> timer_;
+  bool timing_ = false;
 };
 
 } // namespace kiln::jit::cuda

@@ -32,6 +32,7 @@ struct launch_work {
   std::int64_t units = 0;
   bool per_group = false;
   std::int64_t cost = 1;
+  std::int64_t preferred = 0; // groups wanted (a tuned configuration's); 0: the device's
 };
 
 // A device's grid limits and its preferred number of groups (more only when the budget
@@ -71,7 +72,8 @@ inline launch_grid plan_grid(const launch_work& w, std::int64_t workgroup, const
   const std::int64_t natural = (units + per_group - 1) / per_group; // one unit per slot
   const std::int64_t sweeps = loop_budget / w.cost;                 // sweeps one slot may make
   const std::int64_t needed = (natural + sweeps - 1) / sweeps;
-  const std::int64_t groups = std::max({std::min(natural, lim.preferred), needed, std::int64_t{1}});
+  const std::int64_t want = w.preferred > 0 ? std::min(w.preferred, lim.max_x) : lim.preferred;
+  const std::int64_t groups = std::max({std::min(natural, want), needed, std::int64_t{1}});
   launch_grid g;
   if (groups <= lim.max_x) {
     g.x = groups;

@@ -3,13 +3,17 @@
 // no invocation loops more than launch_grid.hpp's budget: short reductions take an
 // invocation per output; long ones a workgroup per chunk of an output, in one pass when an
 // output is one chunk, else two (partials, then a merge over each output's chunks). Chunks
-// are sized for about the device's preferred number of workgroups in all.
+// are sized for about the device's preferred number of workgroups in all. The workgroup
+// size G (a power of two), the count below which an invocation takes a whole output, and
+// the preferred group count are the reduction family's tunable parameters
+// (jit/tune/families.hpp); their defaults are 64, 64 and the device's preference.
 #include "kiln/error.hpp"
 #include "kiln/jit/pipeline/launch_grid.hpp"
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/kernels/reduce_template.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 namespace kiln::jit {
@@ -23,12 +27,14 @@ struct reduce_plan {
 };
 
 inline reduce_plan plan_reduction(std::int64_t count, std::int64_t nout,
-                                  std::int64_t preferred_groups, const char* op) {
-  constexpr std::int64_t g = kernels::reduce_group_size;
-  constexpr std::int64_t tree = 7; // loop iterations of the tree (6) and of the outer loop (1)
+                                  std::int64_t preferred_groups, const char* op,
+                                  std::int64_t g = kernels::reduce_group_size,
+                                  std::int64_t thread_below = kernels::reduce_group_size) {
+  // Loop iterations of the tree (log2 g) and of the outer loop (1).
+  const std::int64_t tree = 1 + std::bit_width(std::uint64_t(g)) - 1;
   reduce_plan p;
   p.chunk = count;
-  if (count < g) {
+  if (count < thread_below && 1 + count <= loop_budget) {
     p.first = {nout, false, 1 + count};
     return p;
   }

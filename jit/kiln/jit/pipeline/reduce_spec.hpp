@@ -2,6 +2,7 @@
 // What a reduction kernel computes, for the code generators: which reduction, the dtypes
 // of its values, accumulator and result, and which kernel template (see kernels/).
 #include "kiln/jit/pipeline/ir.hpp"
+#include "kiln/kernels/reduce_template.hpp"
 
 namespace kiln::jit {
 
@@ -24,6 +25,8 @@ struct reduce_spec {
   dtype acc;                     // accumulator dtype
   dtype result;                  // the output's dtype
   dtype param_type = dtype::f64; // the run-time parameters' (f32 where the device has no f64)
+  int group = kernels::reduce_group_size; // workgroup size of the group, partial, merge stages
+                                          // and invocations per group of the thread stage
   int params() const { return info->params; }
   // Whether `ai` carries state between passes (argmax's index, a float product's exponent).
   bool carries_index() const { return info->carries_index(acc); }

@@ -62,6 +62,16 @@ public:
     // hundred groups that loop over elements were ~1.6x faster on lavapipe than one
     // element per invocation (bench/RESULTS.md).
     const std::uint32_t groups = info.identity.cpu ? 256u : 65535u;
+    // The device in the tuning database: vendor, device, driver, pipeline-cache UUID, name.
+    char ids[64];
+    std::snprintf(ids, sizeof ids, "vulkan %04x:%04x driver %u uuid ", info.identity.vendor_id,
+                  info.identity.device_id, info.identity.driver_version);
+    tuning_identity_ = ids;
+    for (auto b : info.identity.pipeline_cache_uuid) {
+      std::snprintf(ids, sizeof ids, "%02x", b);
+      tuning_identity_ += ids;
+    }
+    tuning_identity_ += " " + info.name;
     groups_cap_ = env_number("KILN_VK_MAX_GROUPS",
                              std::min<std::uint32_t>(info.limits.max_workgroup_count_x, groups), 1,
                              info.limits.max_workgroup_count_x);
@@ -69,6 +79,17 @@ public:
 
   kiln::device device() const override { return {device_kind::vulkan, index_}; }
   std::string describe() const override { return ctx_->describe(); }
+  const std::string& tuning_identity() const override { return tuning_identity_; }
+  tune::device_limits tuning_limits() const override {
+    const auto& info = ctx_->info();
+    tune::device_limits l;
+    l.max_workgroup = std::min(info.limits.max_workgroup_size_x,
+                               std::max<std::uint32_t>(info.limits.max_workgroup_invocations, 1));
+    l.max_groups = info.limits.max_workgroup_count_x;
+    l.shared_bytes = 16384; // the least every Vulkan device has (maxComputeSharedMemorySize)
+    l.cpu = info.identity.cpu;
+    return l;
+  }
   std::string cannot_run(const std::array<bool, 9>& used) const override {
     return missing_feature(ctx_->info().features, used);
   }
@@ -79,6 +100,9 @@ public:
     return {l.max_workgroup_count_x, std::max<std::uint32_t>(l.max_workgroup_count_y, 1),
             groups_cap_};
   }
+  bool device_timer() const override { return ctx_->has_timer(); }
+  void timer_begin() override { ctx_->timer_begin(); }
+  double timer_end_ns() override { return ctx_->timer_end_ns(); }
 
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
               std::span<const std::byte> params, const launch_work& w) override {
@@ -170,6 +194,7 @@ private:
   }
 
   std::size_t saved_pipeline_cache_ = 0;
+  std::string tuning_identity_;
   std::uint32_t max_push_;
   int max_buffers_;
   std::uint32_t groups_cap_ = 65535;

@@ -127,6 +127,9 @@ public:
       fn_.vkDestroyFence(device_, s.fence, nullptr);
     for (auto& s : spare_)
       fn_.vkDestroyFence(device_, s.fence, nullptr);
+    if (timer_pool_) fn_.vkDestroyQueryPool(device_, timer_pool_, nullptr);
+    timer_pool_ = VK_NULL_HANDLE;
+    timing_ = false;
     fn_.vkDestroyCommandPool(device_, pool_, nullptr);
     for (auto& c : chunks_)
       destroy_chunk(*c);
@@ -234,6 +237,48 @@ public:
   }
   std::uint64_t submitted_epoch() const { return submitted_; }
   std::uint64_t completed_epoch() const { return completed_; }
+
+  // --- timing: timestamp queries around the commands queued in between
+  bool has_timer() const {
+    return info_.limits.timestamp_valid_bits > 0 && info_.limits.timestamp_period > 0;
+  }
+  void timer_begin() {
+    std::lock_guard lock(mutex_);
+    require_open();
+    if (!has_timer()) return;
+    if (!timer_pool_) {
+      auto ci = make<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+      ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      ci.queryCount = 2;
+      check(fn_.vkCreateQueryPool(device_, &ci, nullptr, &timer_pool_), "vkCreateQueryPool");
+    }
+    // Reset in the command buffer: query commands run in submission order on one queue, so
+    // this holds when the batch is submitted before timer_end_ns writes the second query.
+    VkCommandBuffer cb = recording();
+    fn_.vkCmdResetQueryPool(cb, timer_pool_, 0, 2);
+    // Bottom of pipe: latched once every earlier command has finished, so the tail of work
+    // queued before does not count (the next command waits for it too, after_command's
+    // barrier).
+    fn_.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timer_pool_, 0);
+    timing_ = true;
+  }
+  // Nanoseconds of device time since timer_begin, after waiting for the queue; -1 without
+  // timestamps or a timer_begin.
+  double timer_end_ns() {
+    std::lock_guard lock(mutex_);
+    if (!device_ || !timing_) return -1;
+    timing_ = false;
+    fn_.vkCmdWriteTimestamp(recording(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timer_pool_, 1);
+    drain();
+    std::array<std::uint64_t, 2> t{};
+    check(fn_.vkGetQueryPoolResults(device_, timer_pool_, 0, 2, sizeof t, t.data(), sizeof t[0],
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+          "vkGetQueryPoolResults");
+    const std::uint32_t bits = info_.limits.timestamp_valid_bits;
+    const std::uint64_t mask = bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+    // Masked difference: right also when the counter wrapped in between.
+    return static_cast<double>((t[1] - t[0]) & mask) * info_.limits.timestamp_period;
+  }
 
   // --- kernels
   std::shared_ptr<pipeline> make_pipeline(std::span<const std::uint32_t> spirv, kernel_layout kl,
@@ -606,6 +651,8 @@ private:
   std::uint32_t recorded_ = 0; // commands in the command buffer being recorded
   bool begun_ = false;         // a command buffer is being recorded
   std::uint64_t submitted_ = 0, completed_ = 0;
+  VkQueryPool timer_pool_ = VK_NULL_HANDLE; // two timestamps, made on first timer_begin
+  bool timing_ = false;                     // timer_begin wrote the first, not yet read
 };
 
 } // namespace kiln::jit::vk

@@ -73,7 +73,12 @@ namespace kiln::jit::vk {
   X(vkResetFences)                                                                                 \
   X(vkWaitForFences)                                                                               \
   X(vkGetFenceStatus)                                                                              \
-  X(vkQueueSubmit)
+  X(vkQueueSubmit)                                                                                 \
+  X(vkCreateQueryPool)                                                                             \
+  X(vkDestroyQueryPool)                                                                            \
+  X(vkCmdResetQueryPool)                                                                           \
+  X(vkCmdWriteTimestamp)                                                                           \
+  X(vkGetQueryPoolResults)
 
 #define KILN_VK_DECLARE(f) PFN_##f f = nullptr;
 
@@ -171,6 +176,9 @@ struct device_limits {
   std::uint64_t max_storage_buffer_range = 0, min_storage_buffer_offset_alignment = 1;
   std::uint32_t max_workgroup_count_x = 0, max_workgroup_count_y = 0, max_workgroup_size_x = 0;
   std::uint32_t max_workgroup_invocations = 0;
+  // Timestamps on the compute queue: meaningful bits (0: none) and nanoseconds per tick.
+  std::uint32_t timestamp_valid_bits = 0;
+  float timestamp_period = 0;
 };
 struct physical_info {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
@@ -298,6 +306,7 @@ private:
       info.limits.max_workgroup_size_x = p.limits.maxComputeWorkGroupSize[0];
       info.limits.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
       info.limits.max_push_descriptors = pushd.maxPushDescriptors;
+      info.limits.timestamp_period = p.limits.timestampPeriod;
 
       auto f12 = make<VkPhysicalDeviceVulkan12Features>(
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
@@ -333,6 +342,9 @@ private:
         if (qs[q].queueFlags & VK_QUEUE_COMPUTE_BIT) {
           info.queue_family = q;
           found = true;
+          // A family with valid bits writes timestamps (timestampComputeAndGraphics only
+          // promises that every graphics and compute family does).
+          info.limits.timestamp_valid_bits = qs[q].timestampValidBits;
         }
       if (found) devices_.push_back(std::move(info));
     }

@@ -1,0 +1,33 @@
+#pragma once
+// The host evaluator's launch settings for one pass — threads, the fewest elements a task
+// takes, when to use streaming stores — and the seam through which a tuned choice reaches
+// it: the device runtime installs a chooser (jit/kiln/jit/tune/host.hpp) that reads the
+// tuning database; a host-only program, or a pass with nothing tuned, takes the defaults.
+#include <atomic>
+#include <cstdint>
+
+namespace kiln::detail {
+
+struct host_kernel_ref;
+
+struct host_launch {
+  int threads = 0;        // threads at most, the caller included (0: all of the pool's)
+  std::int64_t grain = 0; // fewest elements per task (0: by the tree's cost, pass_grain)
+  int stream = 0;         // 0: streaming stores past the cut-off (KILN_STREAM_BYTES);
+                          // 1: never; 2: wherever the outputs allow
+};
+
+using host_chooser = host_launch (*)(const host_kernel_ref&, std::int64_t elements);
+
+inline std::atomic<host_chooser>& host_chooser_slot() {
+  static std::atomic<host_chooser> f{nullptr};
+  return f;
+}
+
+inline host_launch host_launch_for(const host_kernel_ref& k, std::int64_t elements) {
+  if (const host_chooser f = host_chooser_slot().load(std::memory_order_acquire))
+    return f(k, elements);
+  return {};
+}
+
+} // namespace kiln::detail

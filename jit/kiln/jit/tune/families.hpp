@@ -1,0 +1,67 @@
+#pragma once
+// The kernel families kiln generates and their tunable parameters, with today's values as
+// defaults and the device's limits as constraints (`kiln-tune list` prints these).
+#include "kiln/jit/tune/space.hpp"
+#include "kiln/kernels/reduce_template.hpp"
+
+namespace kiln::jit::tune {
+
+// elementwise: one generated kernel per fused pass (a grid-stride loop).
+namespace ew {
+enum : std::size_t { workgroup, groups };
+} // namespace ew
+
+inline space elementwise_space(const device_limits& l, std::int64_t default_workgroup,
+                               std::int64_t default_groups) {
+  const std::int64_t wg_max = std::min<std::int64_t>(l.max_workgroup, 1024);
+  std::vector<std::int64_t> groups;
+  for (std::int64_t g : {16, 64, 256, 1024, 4096, 16384, 65535})
+    if (g <= l.max_groups) groups.push_back(g);
+  if (std::find(groups.begin(), groups.end(), default_groups) == groups.end())
+    groups.push_back(default_groups);
+  std::sort(groups.begin(), groups.end());
+  return space("elementwise",
+               {{"workgroup", "invocations per workgroup",
+                 powers_of_two(32, wg_max, std::min(default_workgroup, wg_max)),
+                 std::min(default_workgroup, wg_max)},
+                {"groups", "workgroups wanted; past them invocations loop over elements", groups,
+                 std::min(default_groups, l.max_groups)}});
+}
+
+// reduction: the kernel templates of kernels/reduce_template.hpp with a fused prologue.
+namespace red {
+enum : std::size_t { group, thread_below, groups };
+} // namespace red
+
+// Shared memory a reduction's tree needs per invocation at most: two 8-byte accumulators
+// and an 8-byte index.
+inline constexpr std::int64_t reduce_shared_per_lane = 24;
+
+inline space reduction_space(const device_limits& l, std::int64_t default_groups) {
+  const std::int64_t wg_max = std::min<std::int64_t>(l.max_workgroup, 1024);
+  std::vector<std::int64_t> groups;
+  for (std::int64_t g : {16, 64, 256, 1024, 4096, 65535})
+    if (g <= l.max_groups) groups.push_back(g);
+  if (std::find(groups.begin(), groups.end(), default_groups) == groups.end())
+    groups.push_back(default_groups);
+  std::sort(groups.begin(), groups.end());
+  const std::int64_t shared = l.shared_bytes;
+  return space("reduction",
+               {{"group", "invocations per workgroup (a power of two)", powers_of_two(32, wg_max),
+                 kernels::reduce_group_size},
+                {"thread_below",
+                 "inputs per output below which one invocation reduces an output",
+                 {8, 16, 32, 64, 128, 256, 512},
+                 kernels::reduce_group_size},
+                {"groups", "workgroups wanted, which sets the chunks of long reductions", groups,
+                 std::min(default_groups, l.max_groups)}},
+               [shared](const config& c) -> std::string {
+                 if (c[red::group] * reduce_shared_per_lane > shared)
+                   return "group = " + std::to_string(c[red::group]) + " needs " +
+                          std::to_string(c[red::group] * reduce_shared_per_lane) +
+                          " bytes of workgroup memory, the device has " + std::to_string(shared);
+                 return {};
+               });
+}
+
+} // namespace kiln::jit::tune

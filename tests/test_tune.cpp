@@ -1,0 +1,510 @@
+// Benchmark-driven tuning (jit/tune/): the database file (round trip, damaged, truncated
+// and foreign files, two processes appending at once), the choice at evaluation (exact
+// size, nearest size, the family's choice, defaults; KILN_TUNE=off; a choice illegal on the
+// device skipped), the search (a config whose output differs rejected, illegal configs
+// never run, a killed run resumed), and every reduction configuration computing the right
+// values on vulkan:0 (against double sums).
+#include "vulkan_support.hpp"
+
+#include "kiln/jit/tune.hpp"
+
+#include <csignal>
+#include <fstream>
+#include <random>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace tune = kiln::jit::tune;
+
+namespace {
+
+std::string temp_db(const std::string& name) {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/kiln-tune-test-" +
+                          std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string p = dir + "/" + name;
+  std::filesystem::remove(p);
+  return p;
+}
+
+tune::record measured(const std::string& config, double ns, const std::string& size = "20") {
+  tune::record r;
+  r.device = "test device\twith a tab";
+  r.family = "elementwise";
+  r.kernel = "0123456789abcdef0123456789abcdef";
+  r.size = size;
+  r.config = config;
+  r.median_ns = ns;
+  r.iqr_ns = ns / 50;
+  r.runs = 17;
+  r.time = 1790000000;
+  return r;
+}
+
+std::string read_all(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+void write_all(const std::string& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+kiln::jit::jit_backend& jit_of(const kiln::device& d) {
+  auto* be = dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(d).get());
+  REQUIRE(be);
+  return *be;
+}
+
+// A space of two parameters with a constraint, for the search tests.
+tune::space toy_space() {
+  return tune::space(
+      "toy", {{"a", "", {1, 2, 3, 4}, 1}, {"b", "", {1, 2, 4, 8}, 1}},
+      [](const tune::config& c) -> std::string { return c[0] * c[1] > 16 ? "a * b > 16" : ""; });
+}
+
+} // namespace
+
+TEST_CASE("tuning database: records round trip through the file, and a second reader sees "
+          "what a first wrote",
+          "[tune]") {
+  const std::string p = temp_db("roundtrip.kdb");
+  tune::database a(p), b(p);
+  CHECK(a.records().empty());
+  CHECK(a.stats().missing);
+  a.append(measured("workgroup=64,groups=256", 1234.5));
+  tune::record c = measured("workgroup=128,groups=256", 999.25);
+  c.kind = 'c';
+  a.append(c);
+  const auto rs = b.records();
+  REQUIRE(rs.size() == 2);
+  CHECK(rs[0].kind == 'm');
+  CHECK(rs[0].device == "test device with a tab"); // tabs never reach the file
+  CHECK(rs[0].config == "workgroup=64,groups=256");
+  CHECK(rs[0].median_ns == 1234.5);
+  CHECK(rs[0].runs == 17);
+  CHECK(rs[1].kind == 'c');
+  CHECK(rs[1].median_ns == 999.25);
+  CHECK(read_all(p).rfind(std::string(tune::db_header) + "\n", 0) == 0);
+  // Incremental: b reads only what was appended since.
+  a.append(measured("workgroup=256,groups=256", 800));
+  CHECK(b.records().size() == 3);
+  CHECK(b.stats().rejected == 0);
+}
+
+TEST_CASE("tuning database: a damaged line is skipped, a truncated last line too, and the "
+          "next record starts on a line of its own",
+          "[tune]") {
+  const std::string p = temp_db("damaged.kdb");
+  {
+    tune::database db(p);
+    for (int i = 0; i < 4; ++i)
+      db.append(measured("workgroup=" + std::to_string(32 << i) + ",groups=256", 100 + i));
+  }
+  std::string text = read_all(p);
+  // Flip one digit of the second record's median, and cut the last record in half.
+  const auto second = text.find('\n', text.find('\n') + 1) + 1;
+  const auto digit = text.find("\t101\t", second);
+  REQUIRE(digit != std::string::npos);
+  text[digit + 3] = '7';
+  const auto last = text.rfind('\n', text.size() - 2) + 1;
+  text.resize(last + (text.size() - last) / 2);
+  write_all(p, text);
+  tune::database db(p);
+  const auto rs = db.records();
+  REQUIRE(rs.size() == 2); // records 0 and 2
+  CHECK(rs[0].median_ns == 100);
+  CHECK(rs[1].median_ns == 102);
+  CHECK(db.stats().rejected == 1); // the flipped one (the cut one is not finished)
+  db.append(measured("workgroup=1024,groups=256", 55));
+  tune::database again(p);
+  const auto after = again.records();
+  REQUIRE(after.size() == 3);
+  CHECK(after.back().median_ns == 55);
+  CHECK(again.stats().rejected == 2); // the flipped line and the cut one
+}
+
+TEST_CASE("tuning database: a foreign file is read as empty and never written to", "[tune]") {
+  const std::string p = temp_db("foreign.kdb");
+  const std::string text = "my notes\nnot a database\n";
+  write_all(p, text);
+  tune::database db(p);
+  CHECK(db.records().empty());
+  CHECK(db.stats().foreign);
+  CHECK_THROWS_WITH(db.append(measured("workgroup=64,groups=256", 1)),
+                    Catch::Contains("KILN_TUNE_DB") &&
+                        Catch::Contains("not a kiln tuning database") && Catch::Contains(p));
+  CHECK(read_all(p) == text);
+  // An empty or missing file is not foreign: the first append writes the header.
+  const std::string q = temp_db("empty.kdb");
+  write_all(q, "");
+  tune::database e(q);
+  CHECK(e.records().empty());
+  e.append(measured("workgroup=64,groups=256", 1));
+  CHECK(tune::database(q).records().size() == 1);
+}
+
+TEST_CASE("tuning database: two processes appending at once lose and damage nothing", "[tune]") {
+  const std::string p = temp_db("two.kdb");
+  constexpr int per = 300;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) { // no Catch in the child
+    tune::database db(p);
+    for (int i = 0; i < per; ++i)
+      db.append(measured("workgroup=" + std::to_string(i) + ",groups=1", 1000 + i));
+    ::_exit(0);
+  }
+  {
+    tune::database db(p);
+    for (int i = 0; i < per; ++i)
+      db.append(measured("workgroup=" + std::to_string(i) + ",groups=2", 2000 + i));
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  tune::database db(p);
+  const auto rs = db.records();
+  CHECK(rs.size() == 2 * per);
+  CHECK(db.stats().rejected == 0);
+  std::set<std::string> seen;
+  for (const auto& r : rs)
+    seen.insert(r.config);
+  CHECK(seen.size() == 2 * per);
+}
+
+TEST_CASE("tuning: a choice for this size, else the nearest size, else the family's, else the "
+          "defaults, and a choice illegal on the device is skipped",
+          "[tune]") {
+  const std::string p = temp_db("choose.kdb");
+  tune::device_limits lim;
+  lim.max_workgroup = 256;
+  lim.max_groups = 65535;
+  const tune::space sp = tune::elementwise_space(lim, 64, 256);
+  auto choice = [&](const std::string& kernel, const std::string& size, const std::string& cfg) {
+    tune::record r = measured(cfg, 10, size);
+    r.kind = 'c';
+    r.device = "dev";
+    r.kernel = kernel;
+    return r;
+  };
+  {
+    tune::database db(p);
+    db.append(choice("k1", "10", "workgroup=128,groups=64"));
+    db.append(choice("k1", "20", "workgroup=256,groups=1024"));
+    db.append(choice("*", "16", "workgroup=32,groups=16"));
+    db.append(choice("k2", "12", "workgroup=512,groups=64"));  // 512 > this device's 256
+    db.append(choice("k1", "20", "workgroup=32,groups=4096")); // the latest for its key wins
+  }
+  auto& sel = tune::selector::instance();
+  sel.use(p);
+  auto pick = [&](const std::string& kernel, int b) { return sel.choose("dev", sp, kernel, {b}); };
+  CHECK(sp.format(pick("k1", 10).cfg) == "workgroup=128,groups=64");
+  CHECK(pick("k1", 10).why.find("this size") != std::string::npos);
+  CHECK(sp.format(pick("k1", 13).cfg) == "workgroup=128,groups=64"); // 3 from 10, 7 from 20
+  CHECK(pick("k1", 13).why.find("nearest size") != std::string::npos);
+  CHECK(sp.format(pick("k1", 17).cfg) == "workgroup=32,groups=4096");
+  CHECK(sp.format(pick("k3", 3).cfg) == "workgroup=32,groups=16"); // the family's
+  CHECK(pick("k3", 3).why.find("family") != std::string::npos);
+  // k2's own choice is illegal here: the family's is taken, and the log says why.
+  const auto k2 = pick("k2", 12);
+  CHECK(sp.format(k2.cfg) == "workgroup=32,groups=16");
+  CHECK(k2.why.find("workgroup = 512 is not one of its values") != std::string::npos);
+  CHECK(!sel.choose("another device", sp, "k1", {10}).tuned);
+  CHECK(sel.choose("another device", sp, "k1", {10}).cfg == sp.defaults());
+  sel.use("");
+}
+
+TEST_CASE("tuning: the search rejects a config whose output differs, never runs an illegal "
+          "one, and keeps the default unless another beats it past the noise",
+          "[tune]") {
+  const std::string p = temp_db("search.kdb");
+  const tune::space sp = toy_space();
+  std::vector<tune::config> ran;
+  tune::config current;
+  tune::target t;
+  t.device = "toy device";
+  t.sp = &sp;
+  t.kernel = "toy";
+  t.size = "4";
+  t.run = [&](const tune::config& c) {
+    ran.push_back(c);
+    current = c;
+    // a = 3 is fast but wrong; b = 8 is fastest and right; the rest cost more with a * b.
+    return c[0] == 3 ? 1.0 : c[1] == 8 ? 10.0 * double(c[0]) : 100.0 * double(c[0] * c[1]);
+  };
+  t.output = [&] { return std::vector<double>{1.0, 2.0, current[0] == 3 ? 3.5 : 3.0}; };
+  tune::database db(p);
+  tune::search_options o;
+  o.timing.min_runs = 3;
+  o.timing.warmup = 0;
+  o.final_rounds = 5;
+  const auto r = tune::search(t, db, o);
+  CHECK(r.legal == 14); // 16 minus (3, 8) and (4, 8), where a * b > 16
+  for (const auto& c : ran)
+    CHECK(sp.why_illegal(c).empty());
+  CHECK(r.rejected == 3); // a = 3 with b = 1, 2, 4
+  CHECK(sp.format(r.chosen) == "a=1,b=8");
+  CHECK(r.tuned);
+  std::size_t wrong = 0, chosen = 0;
+  for (const auto& rec : db.records()) {
+    wrong += rec.status == "wrong";
+    chosen += rec.kind == 'c';
+    if (rec.kind == 'c') CHECK(rec.config == "a=1,b=8");
+  }
+  CHECK(wrong == 3);
+  CHECK(chosen == 1);
+  // A second search over the same database measures nothing.
+  ran.clear();
+  const auto again = tune::search(t, db, o);
+  CHECK(again.already_tuned);
+  CHECK(ran.empty());
+  CHECK(sp.format(again.chosen) == "a=1,b=8");
+  // When nothing beats the default past the noise, the default stays.
+  const std::string q = temp_db("flat.kdb");
+  tune::database flat(q);
+  t.run = [&](const tune::config& c) {
+    current = c;
+    return 100.0 + double(c[0] + c[1]) * 0.01; // within 1% of each other
+  };
+  t.output = [] { return std::vector<double>{1.0}; };
+  const auto f = tune::search(t, flat, o);
+  CHECK(!f.tuned);
+  CHECK(f.chosen == sp.defaults());
+}
+
+TEST_CASE("tuning: a run killed half-way resumes from the database and measures only what "
+          "is left",
+          "[tune]") {
+  const std::string p = temp_db("resume.kdb");
+  const tune::space sp = toy_space();
+  auto make = [&](std::vector<tune::config>* timed) {
+    tune::target t;
+    t.device = "toy device";
+    t.sp = &sp;
+    t.kernel = "toy";
+    t.size = "4";
+    t.run = [timed](const tune::config& c) {
+      if (timed) timed->push_back(c);
+      return 100.0 + double(c[0]);
+    };
+    t.output = [] { return std::vector<double>{1.0}; };
+    return t;
+  };
+  tune::search_options o;
+  o.timing.min_runs = 3;
+  o.timing.warmup = 0;
+  o.final_rounds = 3;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Killed (SIGKILL, no clean-up) after the sixth configuration's progress line.
+    int lines = 0;
+    o.progress = [&](const std::string&) {
+      if (++lines == 6) ::kill(::getpid(), SIGKILL);
+    };
+    tune::database db(p);
+    tune::search(make(nullptr), db, o);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  std::size_t before = 0;
+  {
+    tune::database db(p);
+    for (const auto& r : db.records()) {
+      CHECK(r.kind == 'm'); // killed before choosing
+      ++before;
+    }
+  }
+  CHECK(before == 7); // the default, then six more
+  std::vector<tune::config> timed;
+  tune::database db(p);
+  const auto r = tune::search(make(&timed), db, o);
+  CHECK(r.legal == 14);
+  CHECK(r.resumed == 7);
+  CHECK(r.measured == r.legal - 7);
+}
+
+TEST_CASE("tuning on vulkan:0: an expression's kernel tuned, the choice used by later "
+          "evaluations and ignored with KILN_TUNE=off",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::string p = temp_db("vulkan.kdb");
+  auto& sel = tune::selector::instance();
+  sel.use(p);
+  const std::int64_t n = 1 << 16;
+  kiln::tensor<float> x = kiln::random::normal<float>({n}, 11).to(*dev);
+  kiln::tensor<float> y = kiln::random::normal<float>({n}, 12).to(*dev);
+  auto f = [&] { return kiln::tensor<float>(kiln::tanh(x) * y + 0.5f); };
+  (void)f();
+  CHECK(!tune::last_choice("elementwise").tuned);
+  kiln::tune_options o;
+  o.db = p;
+  o.budget_seconds = 30;
+  o.timing.min_runs = 3;
+  o.timing.max_seconds = 0.05;
+  o.final_rounds = 5;
+  const auto rep = kiln::tune(f, o);
+  CHECK(rep.family == "elementwise");
+  CHECK(rep.size == "16");
+  CHECK(rep.result.measured + rep.result.failed + rep.result.rejected > 1);
+  CHECK(rep.result.rejected == 0);
+  CHECK(rep.result.failed == 0);
+  // The choice is the one evaluations take now (tuned, or the default where nothing won).
+  const auto xs = x.to_vector(), ys = y.to_vector();
+  const auto out = f().to_vector();
+  CHECK(tune::last_choice("elementwise").cfg == rep.result.chosen);
+  CHECK(tune::last_choice("elementwise").tuned); // the database's choice, the default or not
+  for (std::int64_t i = 0; i < n; i += 97)
+    CHECK(out[i] == Approx(std::tanh(double(xs[i])) * ys[i] + 0.5).epsilon(1e-5).margin(1e-5));
+  // Whatever won, force a choice into the database to see it taken, then ignored.
+  {
+    tune::database db(p);
+    tune::record c;
+    c.kind = 'c';
+    c.device = rep.device;
+    c.family = "elementwise";
+    c.kernel = rep.kernel;
+    c.size = "16";
+    c.config = "workgroup=128,groups=16";
+    db.append(c);
+  }
+  sel.reload();
+  (void)f();
+  CHECK(tune::last_choice("elementwise").tuned);
+  CHECK(rep.device.find("vulkan") == 0);
+  ::setenv("KILN_TUNE", "off", 1);
+  ::setenv("KILN_TUNE_DB", p.c_str(), 1);
+  sel.reopen();
+  (void)f();
+  CHECK(!tune::last_choice("elementwise").tuned);
+  CHECK(sel.choose(rep.device, jit_of(*dev).elementwise_space(), rep.kernel, {16}).why ==
+        "KILN_TUNE=off");
+  ::unsetenv("KILN_TUNE");
+  sel.reopen();
+  (void)f();
+  CHECK(tune::last_choice("elementwise").tuned);
+  CHECK(jit_of(*dev).elementwise_space().format(tune::last_choice("elementwise").cfg) ==
+        "workgroup=128,groups=16");
+  ::unsetenv("KILN_TUNE_DB");
+  sel.use("");
+}
+
+TEST_CASE("tuning on vulkan:0: every reduction configuration gives the sums of double "
+          "references, in each stage",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  auto& be = jit_of(*dev);
+  const tune::space& sp = be.reduction_space();
+  std::mt19937 rng(20261126);
+  std::vector<tune::config> cfgs = sp.legal();
+  std::shuffle(cfgs.begin() + 1, cfgs.end(), rng);
+  cfgs.resize(std::min<std::size_t>(cfgs.size(), 24));
+  // Short (thread stage), medium (one group per output) and long (partial + merge) rows.
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{300, 20}, {40, 3000}, {2, 400000}}) {
+    kiln::tensor<float> x = kiln::random::normal<float>({rows, cols}, 7).to(*dev);
+    const auto xs = x.to_vector();
+    std::vector<double> ref(std::size_t(rows), 0.0), mag(std::size_t(rows), 0.0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double v = xs[std::size_t(r * cols + c)];
+        ref[std::size_t(r)] += v * v - v;
+        mag[std::size_t(r)] += std::abs(v * v - v);
+      }
+    auto f = [&] { return kiln::tensor<float>(kiln::sum(x * x - x, {1})); };
+    tune::launch_hook probe;
+    {
+      kiln::detail::hook_scope s(probe);
+      (void)f();
+    }
+    REQUIRE(!probe.seen.empty());
+    const auto& site = probe.seen.front();
+    REQUIRE(site.sp->family() == "reduction");
+    for (const auto& c : cfgs) {
+      INFO(rows << " x " << cols << " under " << sp.format(c));
+      tune::launch_hook h;
+      h.force = &c;
+      h.family = "reduction";
+      h.kernel = site.kernel;
+      std::vector<float> out;
+      {
+        kiln::detail::hook_scope s(h);
+        out = f().to_vector();
+      }
+      REQUIRE(tune::last_choice("reduction").cfg == c);
+      for (std::int64_t r = 0; r < rows; ++r)
+        CHECK(std::abs(out[std::size_t(r)] - ref[std::size_t(r)]) <=
+              1e-6 * mag[std::size_t(r)] + 1e-5);
+    }
+  }
+}
+
+TEST_CASE("tuning on the host: every host configuration computes the same values, and a tuned "
+          "pass takes its choice",
+          "[tune]") {
+  const std::string p = temp_db("host.kdb");
+  auto& sel = tune::selector::instance();
+  sel.use(p);
+  const tune::space& sp = tune::host_tuning_space();
+  for (const std::int64_t n : {std::int64_t{1000}, std::int64_t{1} << 20}) {
+    kiln::tensor<double> x = kiln::random::normal<double>({n}, 3);
+    kiln::tensor<double> y = kiln::random::normal<double>({n}, 4);
+    const auto xs = x.to_vector(), ys = y.to_vector();
+    auto f = [&] { return kiln::tensor<double>(x * y + kiln::sin(x)); };
+    tune::launch_hook probe;
+    {
+      kiln::detail::hook_scope s(probe);
+      (void)f();
+    }
+    REQUIRE(probe.seen.size() == 1);
+    REQUIRE(probe.seen.front().sp->family() == "host");
+    CHECK(probe.seen.front().device == tune::host_identity());
+    // The defaults' values against double sin (a few ulp), then every configuration's
+    // against those exactly (threads, grain and stores change no arithmetic).
+    const auto ref = f().to_vector();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double want = xs[std::size_t(i)] * ys[std::size_t(i)] + std::sin(xs[std::size_t(i)]);
+      CHECK(std::abs(ref[std::size_t(i)] - want) <= 1e-14 * (1 + std::abs(want)));
+      if (std::abs(ref[std::size_t(i)] - want) > 1e-14 * (1 + std::abs(want))) break;
+    }
+    for (const tune::config& c : sp.legal()) {
+      INFO(n << " elements under " << sp.format(c));
+      tune::launch_hook h;
+      h.force = &c;
+      h.family = "host";
+      h.kernel = probe.seen.front().kernel;
+      std::vector<double> out;
+      {
+        kiln::detail::hook_scope s(h);
+        out = f().to_vector();
+      }
+      CHECK(tune::last_choice("host").cfg == c);
+      std::size_t bad = 0;
+      for (std::int64_t i = 0; i < n; ++i)
+        bad += out[std::size_t(i)] != ref[std::size_t(i)];
+      CHECK(bad == 0);
+    }
+    kiln::tune_options o;
+    o.db = p;
+    o.budget_seconds = 10;
+    o.timing.min_runs = 3;
+    o.timing.max_seconds = 0.05;
+    o.final_rounds = 5;
+    const auto rep = kiln::tune(f, o);
+    CHECK(rep.family == "host");
+    CHECK(rep.result.rejected == 0);
+    CHECK(rep.result.failed == 0);
+    (void)f();
+    CHECK(tune::last_choice("host").cfg == rep.result.chosen);
+    CHECK(tune::last_choice("host").tuned); // the database's choice, the default or not
+  }
+  sel.use("");
+  CHECK(!tune::host_tuned().load());
+}
