@@ -8,6 +8,7 @@
 #include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -19,13 +20,19 @@ int main(int argc, char** argv) {
   const kiln::device dev(argc > 1 ? argv[1] : "vulkan:0");
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
   const double budget = argc > 3 ? std::atof(argv[3]) : 20;
-  auto* be = dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(dev).get());
-  if (!be) {
+  // The host family on the host (wall clock), the device families elsewhere (device clock).
+  const bool host = dev.kind() == kiln::device_kind::host;
+  auto* be = host ? nullptr : dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(dev).get());
+  if (!host && !be) {
     std::fprintf(stderr, "%s has no tunable kernels\n", dev.str().c_str());
     return 1;
   }
-  std::printf("device %s: %s; device clock: %s; %d tunes of %.0f s each per kernel and size\n\n",
-              dev.str().c_str(), be->tuning_identity().c_str(), be->device_timer() ? "yes" : "no",
+  std::printf("device %s: %s; clock: %s; %d tunes of %.0f s each per kernel and size\n\n",
+              dev.str().c_str(),
+              host ? tune::host_identity().c_str() : be->tuning_identity().c_str(),
+              host                 ? "wall"
+              : be->device_timer() ? "device"
+                                   : "wall",
               repeats, budget);
   std::printf("| family | size (log2) | default us (IQR) | winners (of %d tunes) | best winner us "
               "(IQR) | speed-up | winners' spread | tune s (median) |\n|---|---|---|---|---|---|"
@@ -35,15 +42,17 @@ int main(int argc, char** argv) {
     const char* family;
     std::int64_t rows, cols;
   };
-  const job jobs[] = {{"elementwise", 1, 1 << 14}, {"elementwise", 1, 1 << 18},
-                      {"elementwise", 1, 1 << 22}, {"reduction", 4096, 16},
-                      {"reduction", 256, 4096},    {"reduction", 1, 1 << 22}};
+  const std::vector<job> jobs =
+      host ? std::vector<job>{{"host", 1, 1 << 14}, {"host", 1, 1 << 18}, {"host", 1, 1 << 22}}
+           : std::vector<job>{{"elementwise", 1, 1 << 14}, {"elementwise", 1, 1 << 18},
+                              {"elementwise", 1, 1 << 22}, {"reduction", 4096, 16},
+                              {"reduction", 256, 4096},    {"reduction", 1, 1 << 22}};
   const std::string dir = std::filesystem::temp_directory_path().string() + "/kiln-bench-tuning";
   std::filesystem::create_directories(dir);
   for (const job& jb : jobs) {
     kiln::tensor<float> x = kiln::random::normal<float>({jb.rows, jb.cols}, 1).to(dev);
     kiln::tensor<float> y = kiln::random::normal<float>({jb.rows, jb.cols}, 2).to(dev);
-    const bool ew = std::string(jb.family) == "elementwise";
+    const bool ew = std::string(jb.family) != "reduction";
     auto f = [&] {
       return ew ? kiln::tensor<float>(x * y + kiln::sin(x))
                 : kiln::tensor<float>(kiln::sum(x * y, {1}));
@@ -79,9 +88,17 @@ int main(int argc, char** argv) {
         h.family = site.sp->family();
         h.kernel = site.kernel;
         kiln::detail::hook_scope s(h);
-        be->timer_begin();
-        (void)f();
-        samples[c].push_back(be->timer_end_ns());
+        if (be) {
+          be->timer_begin();
+          (void)f();
+          samples[c].push_back(be->timer_end_ns());
+        } else {
+          const auto t0 = std::chrono::steady_clock::now();
+          (void)f();
+          samples[c].push_back(
+              std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
       }
     std::map<tune::config, tune::timing> t;
     for (auto& [c, s] : samples)

@@ -4,10 +4,14 @@
 // here: what README.md says, which plots exist and their size, and the errors.
 #include "../tools/png_plot.hpp"
 
+#include <kiln/jit/tune.hpp>
 #include <kiln/jit/tune/database.hpp>
+#include <kiln/jit/tune/record.hpp>
+#include <kiln/kiln.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -491,4 +495,87 @@ TEST_CASE("kiln-tune report: nothing to report or nowhere to write is an error")
     CHECK(o.output.find("report needs --out DIR") != std::string::npos);
     CHECK(o.output.find("usage:") != std::string::npos);
   }
+}
+
+// ---- the run command -----------------------------------------------------------------------
+
+TEST_CASE("kiln-tune run: the host family tuned at three sizes, then a second run over the same "
+          "database measures nothing and says so") {
+  const fs::path dir = fs::temp_directory_path() / ("kiln-tune-run-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path db = dir / "host.kdb";
+  fs::remove(db);
+  const outcome first = kiln_tune("run host --budget 6 --db " + quoted(db));
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  for (const char* size : {"| host | 14 |", "| host | 18 |", "| host | 22 |"})
+    CHECK(first.output.find(size) != std::string::npos);
+  CHECK(first.output.find("threads=") != std::string::npos);
+  const outcome second = kiln_tune("run host --budget 6 --db " + quoted(db));
+  INFO(second.output);
+  CHECK(second.status == 0);
+  CHECK(second.output.find("nothing new to tune") != std::string::npos);
+  CHECK(second.output.find("nothing was measured") != std::string::npos);
+  CHECK(kiln_tune("run nosuchfamily --db " + quoted(db)).status == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("kiln-tune run --from: the launches a program recorded are tuned under the program's "
+          "kernel ids") {
+  bool vulkan = false;
+  for (const auto& d : kiln::devices())
+    vulkan = vulkan || (d.device == kiln::device("vulkan:0") && d.available);
+  if (!vulkan) {
+    WARN("skipped: vulkan:0 is not available");
+    return;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("kiln-tune-from-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path rec = dir / "launches.rec", db = dir / "replayed.kdb";
+  fs::remove(rec);
+  fs::remove(db);
+  const kiln::device gpu("vulkan:0");
+  kiln::tensor<float> x = kiln::random::normal<float>({32, 2048}, 5).to(gpu);
+  kiln::tensor<double> h = kiln::random::normal<double>({1000}, 6);
+  auto pass = [&] { return kiln::tensor<float>(kiln::cos(x) * x); };
+  auto rows = [&] { return kiln::tensor<float>(kiln::max(x * 2.0f, {1})); };
+  kiln::jit::tune::launch_hook probe;
+  {
+    kiln::detail::hook_scope s(probe);
+    (void)pass();
+    (void)rows();
+  }
+  // The pass, the reduction (and any small pass after it): each recorded once, then the host
+  // pass, which is recorded but not replayable.
+  REQUIRE(probe.seen.size() >= 2);
+  const auto& ew = probe.seen[0];
+  const auto red = std::find_if(probe.seen.begin(), probe.seen.end(),
+                                [](const auto& s) { return s.sp->family() == "reduction"; });
+  REQUIRE(ew.sp->family() == "elementwise");
+  REQUIRE(red != probe.seen.end());
+  kiln::jit::tune::record_to(rec.string());
+  (void)pass();
+  (void)rows();
+  (void)kiln::tensor<double>(h + 1.0);
+  kiln::jit::tune::record_to("");
+  const outcome first =
+      kiln_tune("run --from " + quoted(rec) + " --db " + quoted(db) + " --budget 8");
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  const std::size_t n = probe.seen.size() + 1;
+  CHECK(first.output.find(std::to_string(n) + " launches, 0 damaged") != std::string::npos);
+  CHECK(first.output.find("skipped launch " + std::to_string(n)) != std::string::npos);
+  CHECK(first.output.find("| elementwise | " + ew.kernel.substr(0, 12)) != std::string::npos);
+  CHECK(first.output.find("| reduction | " + red->kernel.substr(0, 12)) != std::string::npos);
+  // The choices are under the program's ids: its next launches take them.
+  std::size_t chosen = 0;
+  for (const auto& r : kiln::jit::tune::database(db.string()).records())
+    if (r.kind == 'c') chosen += r.kernel == ew.kernel || r.kernel == red->kernel;
+  CHECK(chosen == 2);
+  const outcome second =
+      kiln_tune("run --from " + quoted(rec) + " --db " + quoted(db) + " --budget 8");
+  INFO(second.output);
+  CHECK(second.output.find("nothing new to tune") != std::string::npos);
+  CHECK(kiln_tune("run elementwise --from " + quoted(rec)).status == 2);
+  fs::remove_all(dir);
 }

@@ -4,6 +4,9 @@
 //                                          tune each family's representative kernel at
 //                                          three sizes, as the family's choice for every
 //                                          kernel ("*"); a progress line, then a table
+//   kiln-tune run --from RECORD [--device D] [--budget SECONDS] [--db PATH] [--force]
+//                                          tune the launches a program recorded
+//                                          (KILN_TUNE_RECORD), each as its own kernel
 //   kiln-tune show [--db PATH]             what the database holds
 //   kiln-tune report --out DIR [--db PATH]
 //                                          DIR/README.md: per family a summary (default,
@@ -15,6 +18,7 @@
 #include "png_plot.hpp"
 
 #include <kiln/jit/tune.hpp>
+#include <kiln/jit/tune/replay.hpp>
 #include <kiln/kiln.hpp>
 
 #include <algorithm>
@@ -34,6 +38,7 @@ struct args {
   std::string command;
   std::string device;
   std::string db;
+  std::string from; // a record of launches (KILN_TUNE_RECORD)
   std::string out;
   double budget = 120;
   bool force = false;
@@ -46,6 +51,8 @@ struct args {
                "usage: kiln-tune list [--device D]\n"
                "       kiln-tune run [--device D] [--budget SECONDS] [--db PATH] [--force] "
                "[FAMILY...]\n"
+               "       kiln-tune run --from RECORD [--device D] [--budget SECONDS] [--db PATH] "
+               "[--force]\n"
                "       kiln-tune show [--db PATH]\n"
                "       kiln-tune report --out DIR [--db PATH]\n",
                why.c_str());
@@ -66,6 +73,8 @@ args parse(int argc, char** argv) {
       a.device = value();
     else if (s == "--db")
       a.db = value();
+    else if (s == "--from")
+      a.from = value();
     else if (s == "--out")
       a.out = value();
     else if (s == "--budget") {
@@ -125,7 +134,68 @@ void progress(const std::string& what, const std::string& line) {
   std::fflush(stderr);
 }
 
+// The launches a program recorded (KILN_TUNE_RECORD), each tuned as that kernel at that size.
+int run_from(const args& a) {
+  const std::string db = a.db.empty() ? kiln::jit::tune::database_path() : a.db;
+  if (db.empty()) usage("no database: give --db or set KILN_TUNE_DB");
+  const auto rec = kiln::jit::tune::read_record_file(a.from);
+  std::printf("record %s: %zu launches, %zu damaged lines skipped\n", a.from.c_str(),
+              rec.bodies.size(), rec.damaged);
+  std::size_t fresh = 0, done = 0, skipped = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::printf("| family | kernel | size (log2) | default | default us | chosen | chosen us | "
+              "speed-up | measured | seconds |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (std::size_t j = 0; j < rec.bodies.size(); ++j) {
+    std::unique_ptr<kiln::jit::tune::replayed> rp;
+    try {
+      rp = std::make_unique<kiln::jit::tune::replayed>(rec.bodies[j], a.device);
+    } catch (const kiln::error& e) {
+      std::fprintf(stderr, "skipped launch %zu: %s\n", j + 1, e.what());
+      ++skipped;
+      continue;
+    }
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    kiln::tune_options o;
+    o.db = db;
+    o.force = a.force;
+    o.budget_seconds = std::max(1.0, (a.budget - spent) / double(rec.bodies.size() - j));
+    const std::string what = rp->kind + " " + rp->kernel.substr(0, 12) + " 2^" + rp->bucket + " [" +
+                             std::to_string(j + 1) + "/" + std::to_string(rec.bodies.size()) + "]";
+    o.progress = [&](const std::string& line) { progress(what, line); };
+    auto f = [&rp] {
+      rp->run();
+      return kiln::jit::tune::replay_output{rp.get()};
+    };
+    const kiln::tune_report rep = kiln::tune(f, o);
+    if (::isatty(2)) std::fprintf(stderr, "\n");
+    ++done;
+    if (rep.result.already_tuned) {
+      std::printf("| %s | %.12s | %s | | | %s | %.1f | (already tuned) | 0 | |\n",
+                  rep.family.c_str(), rep.kernel.c_str(), rep.size.c_str(), rep.chosen.c_str(),
+                  rep.result.chosen_ns / 1e3);
+      continue;
+    }
+    ++fresh;
+    std::printf("| %s | %.12s | %s | %s | %.1f | %s | %.1f | %.2fx | %zu | %.1f |\n",
+                rep.family.c_str(), rep.kernel.c_str(), rep.size.c_str(), rep.fallback.c_str(),
+                rep.result.default_ns / 1e3, rep.chosen.c_str(), rep.result.chosen_ns / 1e3,
+                rep.result.default_ns / rep.result.chosen_ns, rep.result.measured,
+                rep.result.seconds);
+  }
+  if (fresh == 0 && done > 0)
+    std::printf("nothing new to tune: all %zu recorded kernels and sizes already have a choice "
+                "in the database, nothing was measured (--force tunes them again)\n",
+                done);
+  if (skipped) std::printf("%zu recorded launches could not be replayed (see above)\n", skipped);
+  return done == 0 && skipped > 0 ? 1 : 0;
+}
+
 int run(const args& a) {
+  if (!a.from.empty()) {
+    if (!a.families.empty()) usage("--from tunes the recorded launches: give no families");
+    return run_from(a);
+  }
   std::vector<std::string> families = a.families;
   if (families.empty()) families = {"elementwise", "reduction", "host"};
   bool on_device = false;

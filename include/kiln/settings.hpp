@@ -85,6 +85,9 @@ inline constexpr variable variables[] = {
      "`off`: evaluation ignores the tuning database and takes the default launch "
      "configurations (deterministic runs)",
      "on,off"},
+    {"KILN_TUNE_RECORD", kind::file, "nothing recorded",
+     "file to which a program appends each kernel and size it launches, once, for "
+     "`kiln-tune run --from` to tune exactly those; one that cannot be written is an error"},
     {"KILN_SHADERC_LIBRARY", kind::library,
      "`libshaderc_shared.so`, `libshaderc_shared.so.1`, `libshaderc.so.1`, else `glslc`",
      "the libshaderc that compiles GLSL in process; one that does not load is an error"},

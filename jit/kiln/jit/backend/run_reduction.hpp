@@ -10,6 +10,7 @@
 #include "kiln/jit/pipeline/reduce_plan.hpp"
 #include "kiln/jit/tune/kernel_id.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
+#include "kiln/jit/tune/record.hpp"
 
 #include <cstring>
 #include <map>
@@ -96,6 +97,9 @@ inline void jit_backend::reduce(const device_reduction& r) {
                      [plan_for, kernels_for](const tune::config& c) {
                        kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]));
                      });
+  if (!tune::record_path().empty())
+    tune::record_reduction(tuning_identity(), cr.id,
+                           {tune::log2_floor(r.count), tune::log2_floor(r.nout)}, r);
   const reduce_plan plan = plan_for(cfg);
   const reduce_stage stage = plan.stage;
   reduce_spec spec = base;

@@ -8,6 +8,7 @@
 #include "kiln/eval/kernel.hpp"
 #include "kiln/eval/thread_pool.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
+#include "kiln/jit/tune/record.hpp"
 
 namespace kiln::jit::tune {
 
@@ -63,12 +64,14 @@ inline const space& host_tuning_space() {
 
 inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref& k,
                                              std::int64_t elements) {
-  if (!current_hook() && !host_tuned().load(std::memory_order_relaxed)) return {};
+  const bool recording = !record_path().empty();
+  if (!current_hook() && !host_tuned().load(std::memory_order_relaxed) && !recording) return {};
   auto& st = detail::host_state(k);
   const space& sp = host_tuning_space();
+  const size_bucket bucket{log2_floor(std::max<std::int64_t>(elements, 1))};
+  if (recording) record_host(host_identity(), st.id, bucket);
   const config c =
-      st.choices.get(nullptr, host_identity(), sp, st.id,
-                     {log2_floor(std::max<std::int64_t>(elements, 1))}, [](const config&) {});
+      st.choices.get(nullptr, host_identity(), sp, st.id, bucket, [](const config&) {});
   return {static_cast<int>(c[hp::threads]), c[hp::grain], static_cast<int>(c[hp::stream])};
 }
 

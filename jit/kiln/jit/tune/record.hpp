@@ -1,0 +1,328 @@
+#pragma once
+// Recording the kernels a program launches (KILN_TUNE_RECORD=PATH), so that `kiln-tune run
+// --from PATH` tunes exactly those, in its own process (Kernel Launcher's capture): each
+// distinct (device, kernel, size bucket) is appended once per process as one checksummed
+// line holding the kernel's IR — ops by their definitions' text: spellings, tunable values,
+// raw bodies — and one launch's shapes, strides, offsets and scalars. Replayed, the IR is
+// rebuilt with ops that own that text, inputs are filled with values in [1, 2) (no zero
+// divisors, no logarithms of negatives) and the launch goes through the same executor as
+// the program's. Reductions replay where they are kiln's own (looked up by name: a user's
+// reduction's device code is a function, not text); host passes are recorded, not replayed
+// (their code is the program's: tune them there with kiln::tune).
+#include "kiln/executor.hpp"
+#include "kiln/jit/tune/database.hpp"
+#include "kiln/jit/tune/space.hpp"
+#include "kiln/settings.hpp"
+
+#include <deque>
+#include <set>
+
+namespace kiln::jit::tune {
+
+// --- a line of space-separated tokens; strings hex-encoded ("~" null, "-" empty)
+class token_writer {
+public:
+  token_writer& num(std::int64_t v) {
+    out_ += std::to_string(v) + ' ';
+    return *this;
+  }
+  token_writer& text(const char* s) {
+    if (!s) {
+      out_ += "~ ";
+      return *this;
+    }
+    if (!*s) {
+      out_ += "- ";
+      return *this;
+    }
+    static constexpr char hex[] = "0123456789abcdef";
+    for (const char* p = s; *p; ++p) {
+      const auto c = static_cast<unsigned char>(*p);
+      out_ += hex[c >> 4];
+      out_ += hex[c & 15];
+    }
+    out_ += ' ';
+    return *this;
+  }
+  const std::string& str() const { return out_; }
+
+private:
+  std::string out_;
+};
+
+class token_reader {
+public:
+  explicit token_reader(std::string_view s) : s_(s) {}
+  std::int64_t num() {
+    const std::string_view t = next();
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size()) fail();
+    return v;
+  }
+  // nullopt for a null string.
+  std::optional<std::string> text() {
+    const std::string_view t = next();
+    if (t == "~") return std::nullopt;
+    if (t == "-") return std::string();
+    if (t.size() % 2) fail();
+    std::string out;
+    for (std::size_t i = 0; i < t.size(); i += 2)
+      out += static_cast<char>(digit(t[i]) * 16 + digit(t[i + 1]));
+    return out;
+  }
+  bool done() const { return s_.find_first_not_of(' ') == std::string_view::npos; }
+
+private:
+  [[noreturn]] static void fail() {
+    throw error("kiln-tune", "a damaged record of launches", "a token is not what it should be");
+  }
+  static int digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    fail();
+  }
+  std::string_view next() {
+    const auto b = s_.find_first_not_of(' ');
+    if (b == std::string_view::npos) fail();
+    const auto e = s_.find(' ', b);
+    const std::string_view t = s_.substr(b, e - b);
+    s_ = e == std::string_view::npos ? std::string_view() : s_.substr(e);
+    return t;
+  }
+  std::string_view s_;
+};
+
+// --- the IR, written and read back
+inline void write_spelling(token_writer& w, const spelling* s) {
+  if (!s) {
+    w.num(0);
+    return;
+  }
+  w.num(1).text(s->boolean).text(s->integer).text(s->f32).text(s->f64).text(s->any);
+}
+
+inline void write_ir(token_writer& w, const ir::kernel_ir& ir) {
+  auto dtypes = [&](const std::vector<dtype>& v) {
+    w.num(std::int64_t(v.size()));
+    for (dtype d : v)
+      w.num(static_cast<int>(d));
+  };
+  dtypes(ir.inputs);
+  dtypes(ir.outputs);
+  dtypes(ir.scalars);
+  std::vector<const ir::ir_op*> ops;
+  for (const auto& in : ir.code)
+    if (in.op && std::find(ops.begin(), ops.end(), in.op) == ops.end()) ops.push_back(in.op);
+  w.num(std::int64_t(ops.size()));
+  for (const ir::ir_op* op : ops) {
+    w.text(op->name);
+    write_spelling(w, op->glsl);
+    write_spelling(w, op->cuda);
+    write_spelling(w, op->msl);
+    write_spelling(w, op->device);
+    w.num(std::int64_t(op->tunable_count));
+    for (std::size_t t = 0; t < op->tunable_count; ++t)
+      w.text(op->tunables[t].name).num(op->tunables[t].value);
+    w.num(op->raw ? 1 : 0);
+    if (op->raw) w.text(op->raw->inputs).text(op->raw->output).text(op->raw->body);
+  }
+  w.num(std::int64_t(ir.code.size()));
+  for (const auto& in : ir.code) {
+    w.num(int(in.code)).num(int(in.type)).num(int(in.compute)).num(in.nargs);
+    for (auto a : in.args)
+      w.num(a);
+    w.num(in.slot);
+    w.num(in.op ? std::find(ops.begin(), ops.end(), in.op) - ops.begin() : -1);
+  }
+  w.num(std::int64_t(ir.results.size()));
+  for (auto r : ir.results)
+    w.num(r);
+  w.num(ir.strided).num(ir.rank).num(ir.wide_index);
+}
+
+// Ops read back own their text; the IR points into this, which outlives it.
+struct op_arena {
+  std::deque<std::string> strings;
+  std::deque<spelling> spellings;
+  std::deque<std::vector<tunable>> tunables; // one array per op: ir_op reads them in a row
+  std::deque<raw_source> raws;
+  std::deque<ir::ir_op> ops;
+  const char* keep(const std::optional<std::string>& s) {
+    if (!s) return nullptr;
+    strings.push_back(*s);
+    return strings.back().c_str();
+  }
+};
+
+inline const spelling* read_spelling(token_reader& r, op_arena& a) {
+  if (r.num() == 0) return nullptr;
+  spelling s;
+  s.boolean = a.keep(r.text());
+  s.integer = a.keep(r.text());
+  s.f32 = a.keep(r.text());
+  s.f64 = a.keep(r.text());
+  s.any = a.keep(r.text());
+  a.spellings.push_back(s);
+  return &a.spellings.back();
+}
+
+inline ir::kernel_ir read_ir(token_reader& r, op_arena& a) {
+  auto dtypes = [&] {
+    std::vector<dtype> v(static_cast<std::size_t>(r.num()));
+    for (auto& d : v) {
+      const auto x = r.num();
+      if (x < 0 || x > 8) throw error("kiln-tune", "a damaged record of launches", "a dtype");
+      d = static_cast<dtype>(x);
+    }
+    return v;
+  };
+  ir::kernel_ir ir;
+  ir.inputs = dtypes();
+  ir.outputs = dtypes();
+  ir.scalars = dtypes();
+  std::vector<const ir::ir_op*> ops(static_cast<std::size_t>(r.num()));
+  for (auto& op : ops) {
+    ir::ir_op o{};
+    o.name = a.keep(r.text());
+    o.glsl = read_spelling(r, a);
+    o.cuda = read_spelling(r, a);
+    o.msl = read_spelling(r, a);
+    o.device = read_spelling(r, a);
+    o.tunable_count = static_cast<std::size_t>(r.num());
+    auto& ts = a.tunables.emplace_back();
+    for (std::size_t t = 0; t < o.tunable_count; ++t) {
+      const char* name = a.keep(r.text());
+      ts.push_back({name, r.num()});
+    }
+    o.tunables = ts.empty() ? nullptr : ts.data();
+    if (r.num()) {
+      raw_source raw{};
+      raw.inputs = a.keep(r.text());
+      raw.output = a.keep(r.text());
+      raw.body = a.keep(r.text());
+      a.raws.push_back(raw);
+      o.raw = &a.raws.back();
+    }
+    a.ops.push_back(o);
+    op = &a.ops.back();
+  }
+  ir.code.resize(static_cast<std::size_t>(r.num()));
+  for (auto& in : ir.code) {
+    in.code = static_cast<ir::ir_code>(r.num());
+    in.type = static_cast<dtype>(r.num());
+    in.compute = static_cast<dtype>(r.num());
+    in.nargs = static_cast<std::uint8_t>(r.num());
+    for (auto& x : in.args)
+      x = static_cast<std::int32_t>(r.num());
+    in.slot = static_cast<std::int32_t>(r.num());
+    const auto k = r.num();
+    in.op = k < 0 ? nullptr : ops.at(static_cast<std::size_t>(k));
+  }
+  ir.results.resize(static_cast<std::size_t>(r.num()));
+  for (auto& x : ir.results)
+    x = static_cast<std::int32_t>(r.num());
+  ir.strided = r.num() != 0;
+  ir.rank = static_cast<int>(r.num());
+  ir.wide_index = r.num() != 0;
+  return ir;
+}
+
+// --- the recorder
+// KILN_TUNE_RECORD, read once; record_to changes it (a program recording one phase).
+inline std::string& record_path_slot() {
+  static std::string p = settings::text("KILN_TUNE_RECORD").value_or("");
+  return p;
+}
+inline const std::string& record_path() { return record_path_slot(); }
+inline void record_to(const std::string& path) { record_path_slot() = path; }
+
+// Appends a line (a checksum, a tab, the tokens) once per distinct key in this process.
+inline void record_line(const std::string& key, const std::string& body) {
+  static std::mutex m;
+  static std::set<std::string> seen;
+  {
+    std::lock_guard lock(m);
+    if (!seen.insert(key).second) return;
+  }
+  const std::string line = detail::checksum(body) + "\t" + body + "\n";
+  cache_entry::unique_fd fd(
+      ::open(record_path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0 || ::flock(fd.get(), LOCK_EX) != 0 ||
+      !cache_entry::write_all(fd.get(), reinterpret_cast<const std::byte*>(line.data()),
+                              line.size()) ||
+      !fd.reset())
+    throw error("KILN_TUNE_RECORD", "cannot append to the record of launches",
+                record_path() + ": " + std::strerror(errno));
+}
+
+inline void write_operand(token_writer& w, const storage& s, std::int64_t offset,
+                          const operand_strides& st, int rank) {
+  w.num(s.count()).num(offset);
+  for (int d = 0; d < rank; ++d)
+    w.num(st[std::size_t(d)]);
+}
+
+// kind device identity kernel bucket | device name | IR | launch
+inline void record_pass(const std::string& identity, const std::string& kernel,
+                        const size_bucket& bucket, const device_pass& p) {
+  const std::string key = "pass " + identity + " " + kernel + " " + format_bucket(bucket);
+  token_writer w;
+  w.text("pass").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
+  w.text(p.targets.front()->device().str().c_str());
+  write_ir(w, p.lowered.ir);
+  const int rank = p.extents.size();
+  w.num(rank);
+  for (int d = 0; d < rank; ++d)
+    w.num(p.extents[d]);
+  w.num(p.n);
+  w.num(std::int64_t(p.targets.size()));
+  for (std::size_t o = 0; o < p.targets.size(); ++o)
+    write_operand(w, *p.targets[o], p.target_layouts[o]->offset, p.strides[o], rank);
+  w.num(std::int64_t(p.inputs.size()));
+  for (std::size_t i = 0; i < p.inputs.size(); ++i)
+    write_operand(w, *p.inputs[i].storage, p.inputs[i].layout->offset,
+                  p.strides[p.targets.size() + i], rank);
+  w.num(std::int64_t(p.scalars.size()));
+  for (auto b : p.scalars)
+    w.num(static_cast<std::int64_t>(b));
+  record_line(key, w.str());
+}
+
+inline void record_reduction(const std::string& identity, const std::string& kernel,
+                             const size_bucket& bucket, const device_reduction& r) {
+  const std::string key = "reduction " + identity + " " + kernel + " " + format_bucket(bucket);
+  token_writer w;
+  w.text("reduction").text(identity.c_str()).text(kernel.c_str());
+  w.text(format_bucket(bucket).c_str()).text(r.out.device().str().c_str());
+  write_ir(w, r.lowered.ir);
+  w.text(r.info.name).num(r.info.builtin ? 1 : 0);
+  const int rank = r.extents.size();
+  w.num(rank);
+  for (int d = 0; d < rank; ++d)
+    w.num(r.extents[d]);
+  w.num(r.count).num(r.nout).num(int(r.value)).num(int(r.result));
+  w.num(std::int64_t(r.inputs.size()));
+  for (std::size_t i = 0; i < r.inputs.size(); ++i)
+    write_operand(w, *r.inputs[i].storage, r.inputs[i].layout->offset, r.strides[i], rank);
+  w.num(std::int64_t(r.scalars.size()));
+  for (auto b : r.scalars)
+    w.num(static_cast<std::int64_t>(b));
+  w.num(std::int64_t(r.params.size()));
+  for (double q : r.params) {
+    std::int64_t bits;
+    std::memcpy(&bits, &q, 8);
+    w.num(bits);
+  }
+  record_line(key, w.str());
+}
+
+inline void record_host(const std::string& identity, const std::string& kernel,
+                        const size_bucket& bucket) {
+  const std::string key = "host " + identity + " " + kernel + " " + format_bucket(bucket);
+  token_writer w;
+  w.text("host").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
+  record_line(key, w.str());
+}
+
+} // namespace kiln::jit::tune
