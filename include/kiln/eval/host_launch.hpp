@@ -24,7 +24,15 @@ inline std::atomic<host_chooser>& host_chooser_slot() {
   return f;
 }
 
+// Set once anything may change a host pass's settings (a choice for this host in the
+// database, a tuner listening, launches being recorded): until then a pass asks nothing.
+inline std::atomic<bool>& host_chooser_wanted() {
+  static std::atomic<bool> b{false};
+  return b;
+}
+
 inline host_launch host_launch_for(const host_kernel_ref& k, std::int64_t elements) {
+  if (!host_chooser_wanted().load(std::memory_order_relaxed)) return {};
   if (const host_chooser f = host_chooser_slot().load(std::memory_order_acquire))
     return f(k, elements);
   return {};

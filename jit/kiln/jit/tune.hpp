@@ -39,6 +39,7 @@ class hook_scope {
 public:
   explicit hook_scope(jit::tune::launch_hook& h) : prev_(jit::tune::current_hook()) {
     jit::tune::current_hook() = &h;
+    kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed); // host passes
   }
   ~hook_scope() { jit::tune::current_hook() = prev_; }
   hook_scope(const hook_scope&) = delete;

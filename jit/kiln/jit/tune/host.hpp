@@ -78,6 +78,7 @@ inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref
 // Installed by the runtime (src.hpp) at static initialization.
 inline bool install_host_chooser() {
   kiln::detail::host_chooser_slot().store(&host_choice, std::memory_order_release);
+  (void)record_path(); // KILN_TUNE_RECORD read now: a host-only program records too
   return true;
 }
 

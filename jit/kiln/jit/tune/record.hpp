@@ -9,6 +9,7 @@
 // the program's. Reductions replay where they are kiln's own (looked up by name: a user's
 // reduction's device code is a function, not text); host passes are recorded, not replayed
 // (their code is the program's: tune them there with kiln::tune).
+#include "kiln/eval/host_launch.hpp"
 #include "kiln/executor.hpp"
 #include "kiln/jit/tune/database.hpp"
 #include "kiln/jit/tune/space.hpp"
@@ -231,11 +232,18 @@ inline ir::kernel_ir read_ir(token_reader& r, op_arena& a) {
 // --- the recorder
 // KILN_TUNE_RECORD, read once; record_to changes it (a program recording one phase).
 inline std::string& record_path_slot() {
-  static std::string p = settings::text("KILN_TUNE_RECORD").value_or("");
+  static std::string p = [] {
+    std::string v = settings::text("KILN_TUNE_RECORD").value_or("");
+    if (!v.empty()) kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed);
+    return v;
+  }();
   return p;
 }
 inline const std::string& record_path() { return record_path_slot(); }
-inline void record_to(const std::string& path) { record_path_slot() = path; }
+inline void record_to(const std::string& path) {
+  if (!path.empty()) kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed);
+  record_path_slot() = path;
+}
 
 // Appends a line (a checksum, a tab, the tokens) once per distinct key in this process.
 inline void record_line(const std::string& key, const std::string& body) {

@@ -10,6 +10,7 @@
 //   KILN_LOG=jit: each choice, and why, once per kernel and size bucket.
 // The database is read once, at the first launch that asks, and again only after this
 // process appends to it (tuning in process): launches never touch the file.
+#include "kiln/eval/host_launch.hpp"
 #include "kiln/jit/cache/disk_cache.hpp"
 #include "kiln/jit/cache/kernel_cache.hpp"
 #include "kiln/jit/tune/database.hpp"
@@ -202,6 +203,8 @@ private:
         by_device_[r.device].push_back(&r);
     }
     host_tuned().store(by_device_.count(host_identity()) != 0, std::memory_order_relaxed);
+    if (host_tuned().load(std::memory_order_relaxed))
+      kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
 
