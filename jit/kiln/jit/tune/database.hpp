@@ -1,9 +1,8 @@
 #pragma once
 // The tuning database: one text file, one record per line, append-only.
 //   kiln-tune-db 1
-//   <checksum> m <device> <family> <kernel> <size> <config> <median_ns> <iqr_ns> <runs> <status>
-//   <time> <checksum> c <device> <family> <kernel> <size> <config> ...   (the config chosen for the
-//   key)
+//   <checksum> m <device> <family> <kernel> <size> <config> <median> <iqr> <runs> <status> <time>
+//   <checksum> c <device> <family> <kernel> <size> <config> ...  (the config chosen for the key)
 // Fields are tab-separated; the checksum is 16 hex digits of the hash of the rest of the line.
 // A record is appended with one write() on a file opened O_APPEND, under an exclusive
 // flock, so two processes tuning into one file interleave whole lines; a writer killed
