@@ -92,6 +92,13 @@ args parse(int argc, char** argv) {
   return a;
 }
 
+// --db, else KILN_TUNE_DB's (or the default) database; none is a usage error.
+std::string database_of(const args& a) {
+  const std::string db = a.db.empty() ? kiln::jit::tune::database_path() : a.db;
+  if (db.empty()) usage("no database: give --db or set KILN_TUNE_DB");
+  return db;
+}
+
 kiln::device pick_device(const std::string& name) {
   if (!name.empty()) return kiln::device(name);
   const kiln::device d = kiln::default_device();
@@ -136,8 +143,7 @@ void progress(const std::string& what, const std::string& line) {
 
 // The launches a program recorded (KILN_TUNE_RECORD), each tuned as that kernel at that size.
 int run_from(const args& a) {
-  const std::string db = a.db.empty() ? kiln::jit::tune::database_path() : a.db;
-  if (db.empty()) usage("no database: give --db or set KILN_TUNE_DB");
+  const std::string db = database_of(a);
   const auto rec = kiln::jit::tune::read_record_file(a.from);
   std::printf("record %s: %zu launches, %zu damaged lines skipped\n", a.from.c_str(),
               rec.bodies.size(), rec.damaged);
@@ -208,8 +214,7 @@ int run(const args& a) {
   const kiln::device d = on_device ? pick_device(a.device) : kiln::device("host");
   const std::string identity =
       on_device ? backend_of(d).tuning_identity() : kiln::jit::tune::host_identity();
-  const std::string db = a.db.empty() ? kiln::jit::tune::database_path() : a.db;
-  if (db.empty()) usage("no database: give --db or set KILN_TUNE_DB");
+  const std::string db = database_of(a);
   // Representative kernels at three sizes each (elements; rows x columns reduced).
   struct job {
     std::string family;
@@ -281,8 +286,7 @@ int run(const args& a) {
 }
 
 int show(const args& a) {
-  const std::string path = a.db.empty() ? kiln::jit::tune::database_path() : a.db;
-  if (path.empty()) usage("no database: give --db or set KILN_TUNE_DB");
+  const std::string path = database_of(a);
   kiln::jit::tune::database db(path);
   const auto rs = db.records();
   const auto st = db.stats();
@@ -483,8 +487,7 @@ int report(const args& a) {
   namespace fs = std::filesystem;
   if (a.out.empty()) usage("report needs --out DIR");
   if (!a.families.empty()) usage("report takes no families: it reports all of them");
-  const std::string path = a.db.empty() ? kiln::jit::tune::database_path() : a.db;
-  if (path.empty()) usage("no database: give --db or set KILN_TUNE_DB");
+  const std::string path = database_of(a);
   kiln::jit::tune::database db(path);
   const std::vector<record> rs = db.records();
   const auto st = db.stats();

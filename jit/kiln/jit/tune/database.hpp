@@ -69,6 +69,60 @@ inline std::string number(double x) {
 
 inline std::string checksum(std::string_view body) { return hash_of(body).hex().substr(0, 16); }
 
+// A checksummed line (the database's records, record.hpp's launches): 16 hex digits of the
+// body's hash, a tab, the body.
+inline std::string checked_line(std::string_view body) {
+  return checksum(body) + "\t" + std::string(body);
+}
+// The body of a checked line; nullopt for a line that is damaged in any way.
+inline std::optional<std::string_view> checked_body(std::string_view line) {
+  if (line.size() < 18 || line[16] != '\t') return std::nullopt;
+  const std::string_view body = line.substr(17);
+  if (checksum(body) != line.substr(0, 16)) return std::nullopt;
+  return body;
+}
+
+// Appends `line` (newline included) to the file at `path` with one write() on a file opened
+// O_APPEND, under an exclusive flock, so processes appending at once interleave whole lines;
+// a line left unfinished by a killed writer is ended first. With a `header`, a new or empty
+// file gets it as its first line, and a file that does not begin with it is not written to.
+// `fail(reason, details)` reports (and must throw).
+template <class Fail>
+void append_line(const std::string& path, std::string_view header, const std::string& line,
+                 Fail&& fail) {
+  cache_entry::unique_fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0) fail("cannot open it for writing", std::strerror(errno));
+  while (::flock(fd.get(), LOCK_EX) != 0)
+    if (errno != EINTR) fail("cannot lock it", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail("cannot stat it", std::strerror(errno));
+  std::string out;
+  if (st.st_size == 0) {
+    if (!header.empty()) out = std::string(header) + "\n";
+  } else {
+    cache_entry::unique_fd rd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (rd.get() < 0) fail("cannot read it", std::strerror(errno));
+    if (!header.empty()) { // what is there must be ours
+      std::string head(header.size() + 1, '\0');
+      if (!cache_entry::pread_all(rd.get(), reinterpret_cast<std::byte*>(head.data()),
+                                  std::min<std::size_t>(head.size(), std::size_t(st.st_size)), 0) ||
+          head != std::string(header) + "\n")
+        fail("is not a kiln tuning database (its first line is not \"" + std::string(header) +
+                 "\")",
+             "nothing was written to it");
+    }
+    char last = '\n';
+    if (!cache_entry::pread_all(rd.get(), reinterpret_cast<std::byte*>(&last), 1,
+                                std::uint64_t(st.st_size - 1)))
+      fail("cannot read it", std::strerror(errno));
+    if (last != '\n') out = "\n";
+  }
+  out += line;
+  if (!cache_entry::write_all(fd.get(), reinterpret_cast<const std::byte*>(out.data()), out.size()))
+    fail("cannot append a record", std::strerror(errno));
+  if (!fd.reset()) fail("cannot close it after writing", std::strerror(errno));
+}
+
 inline std::vector<std::string_view> split_tabs(std::string_view s) {
   std::vector<std::string_view> out;
   for (;;) {
@@ -102,15 +156,14 @@ inline std::string encode(const record& r) {
                      detail::number(r.median_ns) + "\t" + detail::number(r.iqr_ns) + "\t" +
                      std::to_string(r.runs) + "\t" + field(r.status) + "\t" +
                      std::to_string(r.time);
-  return detail::checksum(body) + "\t" + body;
+  return detail::checked_line(body);
 }
 
 // A line back into a record; nullopt for a line that is damaged in any way.
 inline std::optional<record> decode(std::string_view line) {
-  if (line.size() < 18 || line[16] != '\t') return std::nullopt;
-  const std::string_view body = line.substr(17);
-  if (detail::checksum(body) != line.substr(0, 16)) return std::nullopt;
-  const auto f = detail::split_tabs(body);
+  const auto body = detail::checked_body(line);
+  if (!body) return std::nullopt;
+  const auto f = detail::split_tabs(*body);
   if (f.size() != 11 || f[0].size() != 1 || (f[0][0] != 'm' && f[0][0] != 'c')) return std::nullopt;
   record r;
   r.kind = f[0][0];
@@ -165,39 +218,9 @@ public:
   // Appends r (one line, one write, under an exclusive lock; the header first into a new
   // or empty file). A foreign file or a failed write is a kiln::error naming the file.
   void append(const record& r) {
-    const std::string line = encode(r) + "\n";
-    cache_entry::unique_fd fd(
-        ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
-    if (fd.get() < 0) fail("cannot open it for writing", std::strerror(errno));
-    while (::flock(fd.get(), LOCK_EX) != 0)
-      if (errno != EINTR) fail("cannot lock it", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) fail("cannot stat it", std::strerror(errno));
-    std::string out;
-    if (st.st_size == 0) {
-      out = std::string(db_header) + "\n";
-    } else {
-      // What is there must be ours; and a line left unfinished by a killed writer ends here.
-      cache_entry::unique_fd rd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
-      std::string head(db_header.size() + 1, '\0');
-      if (rd.get() < 0 ||
-          !cache_entry::pread_all(rd.get(), reinterpret_cast<std::byte*>(head.data()),
-                                  std::min<std::size_t>(head.size(), std::size_t(st.st_size)), 0) ||
-          std::string_view(head).substr(0, db_header.size() + 1) != std::string(db_header) + "\n")
-        fail("is not a kiln tuning database (its first line is not \"" + std::string(db_header) +
-                 "\")",
-             "nothing was written to it");
-      char last = '\n';
-      if (!cache_entry::pread_all(rd.get(), reinterpret_cast<std::byte*>(&last), 1,
-                                  std::uint64_t(st.st_size - 1)))
-        fail("cannot read it", std::strerror(errno));
-      if (last != '\n') out = "\n";
-    }
-    out += line;
-    if (!cache_entry::write_all(fd.get(), reinterpret_cast<const std::byte*>(out.data()),
-                                out.size()))
-      fail("cannot append a record", std::strerror(errno));
-    if (!fd.reset()) fail("cannot close it after writing", std::strerror(errno));
+    detail::append_line(
+        path_, db_header, encode(r) + "\n",
+        [this](const std::string& reason, const std::string& details) { fail(reason, details); });
   }
 
 private:

@@ -253,15 +253,12 @@ inline void record_line(const std::string& key, const std::string& body) {
     std::lock_guard lock(m);
     if (!seen.insert(key).second) return;
   }
-  const std::string line = detail::checksum(body) + "\t" + body + "\n";
-  cache_entry::unique_fd fd(
-      ::open(record_path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
-  if (fd.get() < 0 || ::flock(fd.get(), LOCK_EX) != 0 ||
-      !cache_entry::write_all(fd.get(), reinterpret_cast<const std::byte*>(line.data()),
-                              line.size()) ||
-      !fd.reset())
-    throw error("KILN_TUNE_RECORD", "cannot append to the record of launches",
-                record_path() + ": " + std::strerror(errno));
+  detail::append_line(record_path(), {}, detail::checked_line(body) + "\n",
+                      [](const std::string& reason, const std::string& details) {
+                        throw error("KILN_TUNE_RECORD",
+                                    "the record of launches " + record_path() + " " + reason,
+                                    details);
+                      });
 }
 
 inline void write_operand(token_writer& w, const storage& s, std::int64_t offset,

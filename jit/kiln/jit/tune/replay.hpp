@@ -229,12 +229,10 @@ inline recorded_lines read_record_file(const std::string& path) {
   if (!f) throw error("kiln-tune", "cannot read the record of launches", path);
   recorded_lines out;
   for (std::string line; std::getline(f, line);) {
-    if (line.size() < 18 || line[16] != '\t' ||
-        detail::checksum(std::string_view(line).substr(17)) != line.substr(0, 16)) {
+    if (const auto body = detail::checked_body(line))
+      out.bodies.emplace_back(*body);
+    else
       ++out.damaged;
-      continue;
-    }
-    out.bodies.push_back(line.substr(17));
   }
   return out;
 }
