@@ -258,3 +258,42 @@ TEST_CASE("ptxas: PTX it rejects is a kiln::error with its message", "[cuda][nvr
   CHECK_THROWS_WITH(jit::cuda::assemble_ptx(junk, 80),
                     Catch::Contains("ptxas rejected the PTX") && Catch::Contains("sm_80"));
 }
+
+TEST_CASE("cuda codegen: elementwise kernels in every shape compile and assemble, with their "
+          "launch bounds, and a flat kernel's aligned units load and store as vectors",
+          "[cuda][codegen][tune]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const kiln::tensor<float> x(kiln::shape{8, 8});
+  const kiln::tensor<double> d(kiln::shape{8, 8});
+  const kiln::tensor<kiln::half> h(kiln::shape{8, 8});
+  const kiln::tensor<bool> b(kiln::shape{8, 8});
+  const kiln::tensor<std::int32_t> i(kiln::shape{8, 8});
+  const std::vector<jit::kernel_ir> irs = {
+      cuda_test::ir_of(false, 1, false, x * x + 2.0f * x),
+      cuda_test::ir_of(false, 1, false, h * h, d + d), // 2-byte and 8-byte units together
+      cuda_test::ir_of(false, 1, true, kiln::sqrt(d)), // 64-bit index
+      cuda_test::ir_of(false, 1, false, b && b),
+      cuda_test::ir_of(true, 2, false, i * i + i)}; // strided: elements one by one
+  std::vector<std::string> srcs;
+  for (const auto& ir : irs)
+    for (int e : {1, 2, 4, 8})
+      for (int v : {1, 2, 4, 8}) {
+        const jit::param_layout layout(ir, jit::cuda::max_param_bytes);
+        srcs.push_back(jit::cuda::generate(ir, layout, {512, e, v}));
+        INFO(srcs.back());
+        CHECK(srcs.back().find("__launch_bounds__(512)") != std::string::npos);
+        CHECK((srcs.back().find("kiln_vload<") != std::string::npos) == (v > 1 && !ir.strided));
+      }
+  cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
+  // The flat float kernel with units of 4: one 16-byte load per input, one store.
+  const jit::kernel_ir& flat = irs[0];
+  const auto ptx = jit::cuda::compile_for(
+      jit::cuda::generate(flat, jit::param_layout(flat, jit::cuda::max_param_bytes), {256, 2, 4}),
+      {80, true});
+  const std::string text(reinterpret_cast<const char*>(ptx.bytes.data()));
+  INFO(text);
+  CHECK(text.find(".maxntid 256") != std::string::npos);
+  CHECK((text.find("ld.global.v4") != std::string::npos ||
+         text.find("ld.global.nc.v4") != std::string::npos));
+  CHECK(text.find("st.global.v4") != std::string::npos);
+}

@@ -201,16 +201,18 @@ TEST_CASE("tuning: a choice for this size, else the nearest size, else the famil
   auto& sel = tune::selector::instance();
   sel.use(p);
   auto pick = [&](const std::string& kernel, int b) { return sel.choose("dev", sp, kernel, {b}); };
-  CHECK(sp.format(pick("k1", 10).cfg) == "workgroup=128,groups=64");
+  CHECK(sp.format(pick("k1", 10).cfg) == "workgroup=128,groups=64,per_invocation=1,vector=1");
   CHECK(pick("k1", 10).why.find("this size") != std::string::npos);
-  CHECK(sp.format(pick("k1", 13).cfg) == "workgroup=128,groups=64"); // 3 from 10, 7 from 20
+  CHECK(sp.format(pick("k1", 13).cfg) ==
+        "workgroup=128,groups=64,per_invocation=1,vector=1"); // 3 from 10, 7 from 20
   CHECK(pick("k1", 13).why.find("nearest size") != std::string::npos);
-  CHECK(sp.format(pick("k1", 17).cfg) == "workgroup=32,groups=4096");
-  CHECK(sp.format(pick("k3", 3).cfg) == "workgroup=32,groups=16"); // the family's
+  CHECK(sp.format(pick("k1", 17).cfg) == "workgroup=32,groups=4096,per_invocation=1,vector=1");
+  CHECK(sp.format(pick("k3", 3).cfg) ==
+        "workgroup=32,groups=16,per_invocation=1,vector=1"); // the family's
   CHECK(pick("k3", 3).why.find("family") != std::string::npos);
   // k2's own choice is illegal here: the family's is taken, and the log says why.
   const auto k2 = pick("k2", 12);
-  CHECK(sp.format(k2.cfg) == "workgroup=32,groups=16");
+  CHECK(sp.format(k2.cfg) == "workgroup=32,groups=16,per_invocation=1,vector=1");
   CHECK(k2.why.find("workgroup = 512 is not one of its values") != std::string::npos);
   CHECK(!sel.choose("another device", sp, "k1", {10}).tuned);
   CHECK(sel.choose("another device", sp, "k1", {10}).cfg == sp.defaults());
@@ -390,7 +392,7 @@ TEST_CASE("tuning on vulkan:0: an expression's kernel tuned, the choice used by 
   (void)f();
   CHECK(tune::last_choice("elementwise").tuned);
   CHECK(jit_of(*dev).elementwise_space().format(tune::last_choice("elementwise").cfg) ==
-        "workgroup=128,groups=16");
+        "workgroup=128,groups=16,per_invocation=1,vector=1");
   ::unsetenv("KILN_TUNE_DB");
   sel.use("");
 }

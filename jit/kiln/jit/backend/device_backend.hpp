@@ -6,7 +6,7 @@
 //   Context: allocate(bytes) -> Block, release(block&), write/read/copy, synchronize(),
 //     stats() -> {in_use, reserved, peak}, empty_cache();
 //   using kernel_type (a jit::kernel with what its launch needs);
-//   std::string generate(const kernel_ir&, const param_layout&) and
+//   std::string generate(const kernel_ir&, const param_layout&, const pass_shape&) and
 //     generate_reduction(ir, layout, const reduce_spec&): the dialect's source;
 //   hash128 cache_key(source) (cache_key.hpp's kernel_cache_key of the source, compiler,
 //     options, device, driver) and std::string cache_identity();
@@ -74,14 +74,15 @@ public:
   void empty_cache() override { ctx_->empty_cache(); }
 
   // --- kernels
-  // Kernels are kept by source and workgroup size (a Vulkan specialization constant, a CUDA
-  // block size: the same binary, another launchable kernel).
-  std::shared_ptr<kernel> compile(const kernel_ir& ir, std::int64_t workgroup) override {
+  // Kernels are kept by source and workgroup size (a Vulkan specialization constant: the
+  // same binary, another launchable kernel; CUDA's launch bounds are in the source).
+  std::shared_ptr<kernel> compile(const kernel_ir& ir, const pass_shape& shape) override {
     param_layout layout(ir, max_inline_params());
-    const std::string source = generate([&] { return self().generate(ir, layout); });
-    const std::int64_t wg = workgroup > 0 ? workgroup : self().workgroup_size();
-    return kernels_.get(std::to_string(wg) + "\n" + source,
-                        [&] { return make_kernel(ir, layout, source, wg); });
+    pass_shape s = shape;
+    if (s.workgroup <= 0) s.workgroup = self().workgroup_size();
+    const std::string source = generate([&] { return self().generate(ir, layout, s); });
+    return kernels_.get(s.key() + "\n" + source,
+                        [&] { return make_kernel(ir, layout, source, s.workgroup); });
   }
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
     param_layout layout(ir, max_inline_params(), reduce_extras);

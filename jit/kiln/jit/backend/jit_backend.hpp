@@ -7,6 +7,7 @@
 #include "kiln/jit/pipeline/ir.hpp"
 #include "kiln/jit/pipeline/launch_grid.hpp"
 #include "kiln/jit/pipeline/params.hpp"
+#include "kiln/jit/pipeline/pass_shape.hpp"
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/jit/tune/families.hpp"
 
@@ -51,9 +52,9 @@ public:
   virtual std::uint32_t max_inline_params() const = 0;
   // Buffers one kernel may bind (inputs + outputs), after any reserved for parameters.
   virtual int max_buffers() const = 0;
-  // Compiles (or finds in its caches) the kernel for this IR, for workgroups of this size
-  // (0: the backend's default).
-  virtual std::shared_ptr<kernel> compile(const kernel_ir& ir, std::int64_t workgroup = 0) = 0;
+  // Compiles (or finds in its caches) the elementwise kernel for this IR, walking its
+  // elements as `shape` says (its workgroup 0: the backend's default).
+  virtual std::shared_ptr<kernel> compile(const kernel_ir& ir, const pass_shape& shape = {}) = 0;
   // The same for a reduction kernel: `ir` computes the reduced values (see glsl_reduce.hpp).
   virtual std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) = 0;
   // The device's grid limits and preferred group count (launch_grid.hpp).

@@ -5,9 +5,9 @@
 //      later pass of the same specialization builds no string and hashes nothing; a miss
 //      splits the IR into stages when it needs more buffers than one kernel may bind
 //      (stages.hpp), and the backend compiles each (or loads it from its caches);
-//   2. the launch's configuration (workgroup size, groups) is the elementwise family's
-//      tuned choice for this kernel and size, else the defaults (tune/launch_choice.hpp);
-//      each configuration's kernels are compiled once;
+//   2. the launch's configuration (workgroup size, groups, units per invocation, vector
+//      width) is the elementwise family's tuned choice for this kernel and size, else the
+//      defaults (tune/launch_choice.hpp); each configuration's kernels are compiled once;
 //   3. parameters (sizes, strides, offsets, scalars) are packed and the stages queued.
 #include "kiln/executor.hpp"
 #include "kiln/jit/backend/jit_backend.hpp"
@@ -25,24 +25,29 @@ struct compiled_pass : executor_state {
   std::string id;                               // the tuning database's kernel id
   tune::choice_memo choices;
   std::mutex mutex;
-  std::map<std::int64_t, std::vector<std::shared_ptr<kernel>>> by_workgroup;
+  std::map<pass_shape, std::vector<std::shared_ptr<kernel>>> by_shape;
 
-  // The stages' kernels for workgroups of `wg` (compiled on first use).
-  const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, std::int64_t wg) {
-    if (wg == kernels.front()->workgroup) return kernels;
+  // The stages' kernels for this shape (compiled on first use).
+  const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, const pass_shape& s) {
+    if (s.plain() && s.workgroup == kernels.front()->workgroup) return kernels;
     {
       std::lock_guard lock(mutex);
-      if (auto it = by_workgroup.find(wg); it != by_workgroup.end()) return it->second;
+      if (auto it = by_shape.find(s); it != by_shape.end()) return it->second;
     }
     std::vector<std::shared_ptr<kernel>> ks;
     for (const auto& st : plan->stages)
-      ks.push_back(be.compile(st.ir, wg));
+      ks.push_back(be.compile(st.ir, s));
     std::lock_guard lock(mutex);
-    return by_workgroup.emplace(wg, std::move(ks)).first->second; // a racing copy is the same
+    return by_shape.emplace(s, std::move(ks)).first->second; // a racing copy is the same
   }
 };
 
 namespace detail {
+
+inline pass_shape shape_of(const tune::config& c) {
+  return {c[tune::ew::workgroup], static_cast<int>(c[tune::ew::per_invocation]),
+          static_cast<int>(c[tune::ew::vector])};
+}
 
 // The compiled kernels of a lowering on backend `be`, compiled on first use; the
 // backend's compile is single-flight, so threads racing here share one compile of each.
@@ -68,10 +73,11 @@ inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass&
   const kiln::shape& extents = p.extents;
   const std::int64_t n = p.n;
   const tune::space& sp = be.elementwise_space();
-  const tune::config cfg = cp.choices.get(
-      &be, be.tuning_identity(), sp, cp.id, {tune::log2_floor(n)},
-      [&be, &cp](const tune::config& c) { cp.kernels_at(be, c[tune::ew::workgroup]); });
-  const auto& kernels = cp.kernels_at(be, cfg[tune::ew::workgroup]);
+  const tune::config cfg =
+      cp.choices.get(&be, be.tuning_identity(), sp, cp.id, {tune::log2_floor(n)},
+                     [&be, &cp](const tune::config& c) { cp.kernels_at(be, shape_of(c)); });
+  const pass_shape shape = shape_of(cfg);
+  const auto& kernels = cp.kernels_at(be, shape);
   if (!tune::record_path().empty())
     tune::record_pass(be.tuning_identity(), cp.id, {tune::log2_floor(n)}, p);
   const auto& dsts = p.targets;
@@ -119,7 +125,8 @@ inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass&
       const kernel& kn = *kernels[k];
       params.assign(kn.layout.bytes, std::byte{0});
       kn.layout.pack(params.data(), n, extents.data(), offsets.data(), strides, p.scalars);
-      be.launch(kn, args, params, launch_work{n, false, 1, cfg[tune::ew::groups]});
+      be.launch(kn, args, params,
+                launch_work{shape.units(n), false, shape.cost(), cfg[tune::ew::groups]});
     }
   } catch (...) {
     for (void* t : temps)

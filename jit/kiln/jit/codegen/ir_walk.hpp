@@ -10,6 +10,7 @@
 #include "kiln/jit/codegen/expand.hpp"
 #include "kiln/jit/codegen/raw.hpp"
 #include "kiln/jit/pipeline/ir.hpp"
+#include "kiln/jit/pipeline/pass_shape.hpp"
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/kernels/reduce_template.hpp"
 
@@ -68,12 +69,16 @@ inline std::string numbered(const std::string& src) {
 }
 
 // The body computing element i: each of the first `buffers` buffers' element index a<b>,
-// then the SSA values v<k>. Parameters are members of `P`.
+// then the SSA values v<k>. Parameters are members of `P`. `lane`: the index of every
+// buffer is that variable instead (a flat kernel's vector lanes, elementwise_loop).
 inline std::string element_code(const dialect& d, const kernel_ir& ir, int buffers,
-                                const std::string& pad) {
+                                const std::string& pad, const char* lane = nullptr) {
   const std::string I = d.index_type(ir);
   std::string s;
-  if (ir.strided) {
+  if (lane) {
+    for (int b = 0; b < buffers; ++b)
+      s += pad + "const " + I + " a" + std::to_string(b) + " = " + I + "(" + lane + ");\n";
+  } else if (ir.strided) {
     s += pad + I + " r = i;\n";
     for (int k = ir.rank - 1; k >= 0; --k) {
       const std::string c = "c" + std::to_string(k), e = "P.e" + std::to_string(k);
@@ -130,6 +135,74 @@ inline std::string store_outputs(const dialect& d, const kernel_ir& ir, const st
          d.store(ir.outputs[o], var(ir.results[o])) + ";\n";
   }
   return s;
+}
+
+// The loop of an elementwise kernel over its elements, after the dialect's entry has
+// declared `first` (this invocation's first unit) and `step` (invocations in the grid), in
+// the index type. A plain shape takes element `first` and every step-th after; otherwise
+// each trip takes per_invocation units a step apart, a unit `vector` adjacent elements.
+// With `vector_loads` (CUDA) a flat kernel loads and stores a whole unit of each buffer as
+// one vector (kiln_vload/kiln_vstore of its preamble) when every buffer's first element is
+// aligned to the vector's size (up to 16 bytes): the kernel checks, and takes the elements
+// one by one otherwise, and for the last, partial unit.
+inline std::string elementwise_loop(const dialect& d, const kernel_ir& ir, int buffers,
+                                    const pass_shape& sh, bool vector_loads) {
+  const std::string I = d.index_type(ir);
+  auto body = [&](const std::string& pad) {
+    return element_code(d, ir, buffers, pad) + store_outputs(d, ir, pad);
+  };
+  if (sh.plain())
+    return "  for (" + I + " i = first; i < P.n; i += step) {\n" + body("    ") + "  }\n";
+  const std::string V = I + "(" + std::to_string(sh.vector) + ")";
+  std::string s = "  const " + I + " units = (P.n + " + I + "(" + std::to_string(sh.vector - 1) +
+                  ")) / " + V + ";\n";
+  const bool lanes = vector_loads && sh.vector > 1 && !ir.strided;
+  const int nin = static_cast<int>(ir.inputs.size());
+  auto bytes = [&](int b) {
+    return sh.vector * static_cast<int>(size_of(b < nin ? ir.inputs[b] : ir.outputs[b - nin]));
+  };
+  if (lanes) {
+    s += "  const bool kiln_aligned = true";
+    for (int b = 0; b < buffers; ++b)
+      s += " &&\n      ((unsigned long long)(P.b" + std::to_string(b) + " + P.o" +
+           std::to_string(b) + ") & " + std::to_string(std::min(bytes(b), 16) - 1) + "ull) == 0ull";
+    s += ";\n";
+  }
+  s += "  for (" + I + " u0 = first; u0 < units; u0 += step * " + I + "(" +
+       std::to_string(sh.per_invocation) + ")) {\n";
+  s += "    for (uint k = 0u; k < " + std::to_string(sh.per_invocation) + "u; ++k) {\n";
+  s += "      const " + I + " u = u0 + " + I + "(k) * step;\n";
+  s += "      if (u >= units) break;\n";
+  s += "      const " + I + " i0 = u * " + V + ";\n";
+  s += "      const " + I + " i1 = P.n - i0 < " + V + " ? P.n : i0 + " + V + ";\n";
+  const std::string one_by_one =
+      "      for (" + I + " i = i0; i < i1; ++i) {\n" + body("        ") + "      }\n";
+  if (!lanes) return s + one_by_one + "    }\n  }\n";
+  // The lanes: each buffer's unit in a local array (registers, once unrolled).
+  dialect ld = d;
+  ld.element = [](const kernel_ir&, int b, const std::string& index) {
+    return "kiln_l" + std::to_string(b) + "[" + index + "]";
+  };
+  s += "      if (kiln_aligned && i1 - i0 == " + V + ") {\n";
+  for (int b = 0; b < buffers; ++b) {
+    const dtype t = b < nin ? ir.inputs[b] : ir.outputs[b - nin];
+    const std::string B = std::to_string(b);
+    s += "        alignas(16) " + std::string(cfamily::storage_type(t)) + " kiln_l" + B + "[" +
+         std::to_string(sh.vector) + "];\n";
+    if (b < nin)
+      s += "        kiln_vload<" + std::to_string(bytes(b)) + ">(kiln_l" + B + ", P.b" + B +
+           " + (P.o" + B + " + i0));\n";
+  }
+  s += "#pragma unroll\n        for (int kv = 0; kv < " + std::to_string(sh.vector) + "; ++kv) {\n";
+  s += element_code(ld, ir, buffers, "          ", "kv") + store_outputs(ld, ir, "          ");
+  s += "        }\n";
+  for (int b = nin; b < buffers; ++b) {
+    const std::string B = std::to_string(b);
+    s += "        kiln_vstore<" + std::to_string(bytes(b)) + ">(P.b" + B + " + (P.o" + B +
+         " + i0), kiln_l" + B + ");\n";
+  }
+  s += "      } else {\n" + one_by_one + "      }\n";
+  return s + "    }\n  }\n";
 }
 
 // The C-family spelling a reduction's device parts are written against (executor.hpp).

@@ -120,8 +120,8 @@ private:
 
 public:
   // --- what device_backend asks of a backend
-  std::string generate(const kernel_ir& ir, const param_layout& l) const {
-    return cuda::generate(ir, l);
+  std::string generate(const kernel_ir& ir, const param_layout& l, const pass_shape& s) const {
+    return cuda::generate(ir, l, s);
   }
   std::string generate_reduction(const kernel_ir& ir, const param_layout& l,
                                  const reduce_spec& r) const {

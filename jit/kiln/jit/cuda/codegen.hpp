@@ -121,19 +121,47 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
          codegen::raw_functions(ir, cuda_dialect.function_prefix);
 }
 
-// An elementwise kernel: a grid-stride loop storing every output.
-inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
+// Whole units of a flat kernel's buffers as one load or store of N bytes (N = vector
+// width x element size, a power of two from 2): 16-byte words at most, so that each is one
+// vector instruction; the caller checked the alignment (codegen::elementwise_loop).
+inline const char* vector_access =
+    "template <int N> struct kiln_word_t;\n"
+    "template <> struct kiln_word_t<2> { typedef unsigned short type; };\n"
+    "template <> struct kiln_word_t<4> { typedef unsigned int type; };\n"
+    "template <> struct kiln_word_t<8> { typedef uint2 type; };\n"
+    "template <> struct kiln_word_t<16> { typedef uint4 type; };\n"
+    "template <int N, class T> inline void kiln_vload(T* d, const T* s) {\n"
+    "  typedef typename kiln_word_t<(N < 16 ? N : 16)>::type W;\n"
+    "#pragma unroll\n"
+    "  for (int j = 0; j < (N < 16 ? 1 : N / 16); ++j)\n"
+    "    reinterpret_cast<W*>(d)[j] = reinterpret_cast<const W*>(s)[j];\n"
+    "}\n"
+    "template <int N, class T> inline void kiln_vstore(T* d, const T* s) {\n"
+    "  typedef typename kiln_word_t<(N < 16 ? N : 16)>::type W;\n"
+    "#pragma unroll\n"
+    "  for (int j = 0; j < (N < 16 ? 1 : N / 16); ++j)\n"
+    "    reinterpret_cast<W*>(d)[j] = reinterpret_cast<const W*>(s)[j];\n"
+    "}\n";
+
+// An elementwise kernel: a grid-stride loop storing every output, walked as the pass's
+// shape says (codegen::elementwise_loop). Its launch bounds are the block size it is
+// compiled for, so that ptxas keeps its registers within what a block of that size may use
+// (without them a heavy kernel may fail to launch at 1024 threads).
+inline std::string generate(const kernel_ir& ir, const param_layout& layout,
+                            const pass_shape& shape = {}) {
   const std::string I = cuda_dialect.index_type(ir);
   std::string s = preamble(ir, layout);
-  s += "extern \"C\" __global__ void kiln_kernel(const kiln_params P) {\n";
+  if (shape.vector > 1 && !ir.strided) s += vector_access;
+  s += "extern \"C\" __global__ void";
+  if (shape.workgroup > 0) s += " __launch_bounds__(" + std::to_string(shape.workgroup) + ")";
+  s += " kiln_kernel(const kiln_params P) {\n";
   // A grid of x * y blocks (launch_grid.hpp), flattened x-major.
   s += "  const " + I + " row = " + I + "(gridDim.x) * blockDim.x;\n";
   s += "  const " + I + " step = row * gridDim.y;\n";
-  s += "  for (" + I + " i = " + I + "(blockIdx.y) * row + " + I +
-       "(blockIdx.x) * blockDim.x + threadIdx.x; i < P.n; i += step) {\n";
-  s += codegen::element_code(cuda_dialect, ir, static_cast<int>(layout.buffers), "    ");
-  s += codegen::store_outputs(cuda_dialect, ir, "    ");
-  return s + "  }\n}\n";
+  s += "  const " + I + " first = " + I + "(blockIdx.y) * row + " + I +
+       "(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+  s += codegen::elementwise_loop(cuda_dialect, ir, static_cast<int>(layout.buffers), shape, true);
+  return s + "}\n";
 }
 
 // A reduction kernel: kiln_value(P, i) from the IR, then the template of the spec's stage.

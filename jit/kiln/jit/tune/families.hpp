@@ -6,9 +6,9 @@
 
 namespace kiln::jit::tune {
 
-// elementwise: one generated kernel per fused pass (a grid-stride loop).
+// elementwise: one generated kernel per fused pass (a grid-stride loop; pipeline/pass_shape.hpp).
 namespace ew {
-enum : std::size_t { workgroup, groups };
+enum : std::size_t { workgroup, groups, per_invocation, vector };
 } // namespace ew
 
 inline space elementwise_space(const device_limits& l, std::int64_t default_workgroup,
@@ -25,7 +25,15 @@ inline space elementwise_space(const device_limits& l, std::int64_t default_work
                  powers_of_two(32, wg_max, std::min(default_workgroup, wg_max)),
                  std::min(default_workgroup, wg_max)},
                 {"groups", "workgroups wanted; past them invocations loop over elements", groups,
-                 std::min(default_groups, l.max_groups)}});
+                 std::min(default_groups, l.max_groups)},
+                {"per_invocation",
+                 "units each invocation takes per trip of its loop, a grid apart",
+                 {1, 2, 4, 8},
+                 1},
+                {"vector",
+                 "adjacent elements per unit (CUDA: one vector load/store where aligned)",
+                 {1, 2, 4, 8},
+                 1}});
 }
 
 // reduction: the kernel templates of kernels/reduce_template.hpp with a fused prologue.

@@ -102,9 +102,12 @@ public:
       s += (i ? "," : "") + params_[i].name + "=" + std::to_string(c[i]);
     return s;
   }
-  // The inverse of format (names in any order, each once, all present); nullopt otherwise.
+  // The inverse of format (names in any order, each once); nullopt otherwise. A parameter
+  // the text lacks takes its default: a choice tuned before the family gained a parameter
+  // stays valid (it was measured at that default), instead of every record going stale.
+  // A name the family does not have fails.
   std::optional<config> parse(std::string_view s) const {
-    config c;
+    config c = defaults();
     std::vector<bool> seen(params_.size());
     while (!s.empty()) {
       const auto comma = s.find(',');
@@ -123,7 +126,7 @@ public:
       c[i] = x;
       seen[i] = true;
     }
-    if (std::find(seen.begin(), seen.end(), false) != seen.end()) return std::nullopt;
+    if (std::find(seen.begin(), seen.end(), true) == seen.end()) return std::nullopt;
     return c;
   }
 

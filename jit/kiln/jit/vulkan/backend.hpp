@@ -118,8 +118,8 @@ public:
   }
 
   // --- what device_backend asks of a backend
-  std::string generate(const kernel_ir& ir, const param_layout& l) const {
-    return glsl::generate(ir, l);
+  std::string generate(const kernel_ir& ir, const param_layout& l, const pass_shape& s) const {
+    return glsl::generate(ir, l, s);
   }
   std::string generate_reduction(const kernel_ir& ir, const param_layout& l,
                                  const reduce_spec& r) const {

@@ -94,8 +94,10 @@ inline std::string element_code(const kernel_ir& ir, int buffers, const std::str
   return codegen::element_code(glsl_dialect, ir, buffers, pad);
 }
 
-// An elementwise kernel: a grid-stride loop storing every output.
-inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
+// An elementwise kernel: a grid-stride loop storing every output, walked as the pass's
+// shape says (codegen::elementwise_loop; the workgroup size is a specialization constant).
+inline std::string generate(const kernel_ir& ir, const param_layout& layout,
+                            const pass_shape& shape = {}) {
   const std::string I = index_type(ir);
   const std::size_t nin = ir.inputs.size();
   std::string s = preamble(ir, layout);
@@ -105,12 +107,11 @@ inline std::string generate(const kernel_ir& ir, const param_layout& layout) {
   // converting the constant itself needs the Kernel capability.
   s += "  const " + I + " row = " + I + "(gl_NumWorkGroups.x * gl_WorkGroupSize.x);\n";
   s += "  const " + I + " step = row * " + I + "(gl_NumWorkGroups.y);\n";
-  s += "  for (" + I + " i = " + I + "(gl_WorkGroupID.y) * row + " + I +
-       "(gl_GlobalInvocationID.x); i < P.n; i += step) {\n";
-  s += element_code(ir, static_cast<int>(nin + ir.outputs.size()), "    ");
-  s += codegen::store_outputs(glsl_dialect, ir, "    ");
-  s += "  }\n}\n";
-  return s;
+  s += "  const " + I + " first = " + I + "(gl_WorkGroupID.y) * row + " + I +
+       "(gl_GlobalInvocationID.x);\n";
+  s += codegen::elementwise_loop(glsl_dialect, ir, static_cast<int>(nin + ir.outputs.size()), shape,
+                                 false);
+  return s + "}\n";
 }
 
 } // namespace kiln::jit::glsl

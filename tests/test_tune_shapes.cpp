@@ -1,0 +1,189 @@
+// The elementwise family's code-changing parameters on vulkan:0 (pipeline/pass_shape.hpp):
+// every combination of units per invocation and vector width, at several workgroup and
+// group counts, computes what double-precision loops compute, over flat and strided
+// operands, several outputs, integer and float dtypes, and sizes that leave partial units
+// and partial sweeps (1, 7, 1000, 12345, 2^16 + 3).
+#include "vulkan_support.hpp"
+
+#include "kiln/jit/tune.hpp"
+
+#include <random>
+
+namespace tune = kiln::jit::tune;
+
+namespace {
+
+kiln::jit::jit_backend& jit_of(const kiln::device& d) {
+  auto* be = dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(d).get());
+  REQUIRE(be);
+  return *be;
+}
+
+// The configurations tried: every (per_invocation, vector) pair, each at a workgroup and a
+// group count drawn from the space (the default's among them).
+std::vector<tune::config> shapes(const tune::space& sp, std::mt19937& rng) {
+  std::vector<tune::config> out;
+  const auto& wgs = sp.params()[tune::ew::workgroup].values;
+  const auto& gs = sp.params()[tune::ew::groups].values;
+  for (std::int64_t e : sp.params()[tune::ew::per_invocation].values)
+    for (std::int64_t v : sp.params()[tune::ew::vector].values) {
+      tune::config c = sp.defaults();
+      c[tune::ew::per_invocation] = e;
+      c[tune::ew::vector] = v;
+      out.push_back(c);
+      c[tune::ew::workgroup] = wgs[rng() % wgs.size()];
+      c[tune::ew::groups] = gs[rng() % std::min<std::size_t>(gs.size(), 3)]; // few: loops
+      if (sp.why_illegal(c).empty()) out.push_back(c);
+    }
+  return out;
+}
+
+// Runs f once to learn its elementwise kernel (its last launch: the fills come first), then under
+// each configuration, handing the result to check.
+template <class F, class Check>
+void under_each(const kiln::device& dev, F&& f, Check&& check, std::mt19937& rng) {
+  const tune::space& sp = jit_of(dev).elementwise_space();
+  tune::launch_hook probe;
+  {
+    kiln::detail::hook_scope s(probe);
+    (void)f();
+  }
+  REQUIRE(!probe.seen.empty());
+  const auto& site = probe.seen.back();
+  REQUIRE(site.sp->family() == "elementwise");
+  for (const tune::config& c : shapes(sp, rng)) {
+    INFO("under " << sp.format(c));
+    tune::launch_hook h;
+    h.force = &c;
+    h.family = "elementwise";
+    h.kernel = site.kernel;
+    {
+      kiln::detail::hook_scope s(h);
+      check(f());
+    }
+    REQUIRE(tune::last_choice("elementwise").cfg == c);
+  }
+}
+
+const std::int64_t sizes[] = {1, 7, 1000, 12345, (1 << 16) + 3};
+
+// What every output holds before the pass under test writes it: a slot left unwritten
+// shows (the device's allocator hands out blocks that held earlier, correct results).
+const float unwritten = std::numeric_limits<float>::quiet_NaN();
+
+} // namespace
+
+TEST_CASE("tuning shapes on vulkan:0: a flat float pass in every shape matches double loops",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  std::mt19937 rng(11);
+  for (const std::int64_t n : sizes) {
+    INFO(n << " elements");
+    kiln::tensor<float> x = kiln::random::normal<float>({n}, 5).to(*dev);
+    kiln::tensor<float> y = kiln::random::normal<float>({n}, 6).to(*dev);
+    const auto xs = x.to_vector(), ys = y.to_vector();
+    std::vector<double> ref(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      ref[i] = double(xs[i]) * double(ys[i]) - 0.5 * double(xs[i]);
+    auto f = [&] {
+      kiln::tensor<float> o = kiln::full<float>({n}, unwritten, *dev);
+      o = x * y - 0.5f * x;
+      return o;
+    };
+    under_each(
+        *dev, f,
+        [&](const kiln::tensor<float>& out) {
+          const auto o = out.to_vector();
+          REQUIRE(o.size() == ref.size());
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < o.size(); ++i)
+            bad += !(std::abs(o[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])));
+          CHECK(bad == 0);
+        },
+        rng);
+  }
+}
+
+TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass and two "
+          "outputs in every shape match double loops",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  std::mt19937 rng(12);
+  for (const std::int64_t cols : {std::int64_t{3}, std::int64_t{129}}) {
+    const std::int64_t rows = 301;
+    INFO(rows << " x " << cols);
+    kiln::tensor<float> a = kiln::random::normal<float>({cols, rows + 2}, 7).to(*dev);
+    kiln::tensor<float> b = kiln::random::normal<float>({rows, 1}, 8).to(*dev);
+    const auto as = a.to_vector(), bs = b.to_vector();
+    // a's transpose without its first row (an offset, strided view), broadcast with b.
+    auto f = [&] {
+      kiln::tensor<float> o = kiln::full<float>({rows, cols}, unwritten, *dev);
+      o = a.transpose().narrow(0, 1, rows) * 3.0f + b;
+      return o;
+    };
+    std::vector<double> ref(std::size_t(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        ref[std::size_t(r * cols + c)] =
+            3.0 * double(as[std::size_t(c * (rows + 2) + r + 1)]) + double(bs[std::size_t(r)]);
+    under_each(
+        *dev, f,
+        [&](const kiln::tensor<float>& out) {
+          const auto o = out.to_vector();
+          REQUIRE(o.size() == ref.size());
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < o.size(); ++i)
+            bad += !(std::abs(o[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])));
+          CHECK(bad == 0);
+        },
+        rng);
+  }
+  for (const std::int64_t n : sizes) {
+    INFO(n << " integers");
+    const kiln::tensor<std::int32_t> x =
+        kiln::cast<std::int32_t>(kiln::random::uniform<double>({n}, 9, -1000, 1000));
+    const auto xs = x.to_vector();
+    kiln::tensor<std::int32_t> xd = x.to(*dev);
+    auto f = [&] {
+      kiln::tensor<std::int32_t> o = kiln::full<std::int32_t>({n}, -12345, *dev);
+      o = xd * xd - 7 * xd;
+      return o;
+    };
+    under_each(
+        *dev, f,
+        [&](const kiln::tensor<std::int32_t>& out) {
+          const auto o = out.to_vector();
+          REQUIRE(o.size() == xs.size());
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < o.size(); ++i) {
+            const std::int64_t v = xs[i];
+            bad += o[i] != v * v - 7 * v;
+          }
+          CHECK(bad == 0);
+        },
+        rng);
+  }
+  // Two outputs of one pass: both stored in every shape.
+  const std::int64_t n = 12345;
+  kiln::tensor<float> x = kiln::random::normal<float>({n}, 10).to(*dev);
+  const auto xs = x.to_vector();
+  kiln::tensor<float> p, q;
+  auto f = [&] {
+    p = kiln::full<float>({n}, unwritten, *dev);
+    q = kiln::full<float>({n}, unwritten, *dev);
+    kiln::eval(p = x * 2.0f, q = x - 1.0f);
+    return 0;
+  };
+  under_each(
+      *dev, f,
+      [&](int) {
+        const auto ps = p.to_vector(), qs = q.to_vector();
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < xs.size(); ++i)
+          bad += ps[i] != 2.0f * xs[i] || qs[i] != xs[i] - 1.0f;
+        CHECK(bad == 0);
+      },
+      rng);
+}
