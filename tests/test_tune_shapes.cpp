@@ -2,14 +2,85 @@
 // every combination of units per invocation and vector width, at several workgroup and
 // group counts, computes what double-precision loops compute, over flat and strided
 // operands, several outputs, integer and float dtypes, and sizes that leave partial units
-// and partial sweeps (1, 7, 1000, 12345, 2^16 + 3).
+// and partial sweeps (1, 7, 1000, 12345, 2^16 + 3). And custom ops' tunables as parameters
+// (tune/op_tunables.hpp): each value compiles its own code and computes the right values,
+// kiln::tune picks among them and later evaluations take its choice, and values whose
+// results differ from the op's own are rejected.
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/tune.hpp"
 
+#include <filesystem>
 #include <random>
+#include <unistd.h>
 
 namespace tune = kiln::jit::tune;
+
+namespace ops {
+
+// 16 steps of y = y * x + 1 (a geometric sum), in chunks of STEP: every STEP runs the same
+// arithmetic in the same order, so any value gives the same bits.
+template <int Step>
+struct geometric : kiln::op_base {
+  static constexpr const char* name = "geometric";
+  static constexpr const char* inputs = "x";
+  static constexpr const char* output = "y";
+  static constexpr kiln::tunable tunables[] = {{"STEP", Step, kiln::tuning_values<1, 2, 4, 8>}};
+  static constexpr const char* body = R"(
+  y = $T(0);
+  for (int k = 0; k < 16; k += ${STEP}) {
+    for (int j = 0; j < ${STEP}; ++j) {
+      y = y * x + $T(1);
+    }
+  }
+)";
+  using rule = kiln::rules::floating;
+  template <class T>
+  static T host(T x) {
+    T y = 0;
+    for (int k = 0; k < 16; ++k)
+      y = y * x + T(1);
+    return y;
+  }
+  using derivative = kiln::zero_gradient;
+};
+
+// e^x by TERMS terms of its series: fewer terms give other values.
+template <int Terms>
+struct series : kiln::op_base {
+  static constexpr const char* name = "series";
+  static constexpr const char* inputs = "x";
+  static constexpr const char* output = "y";
+  static constexpr kiln::tunable tunables[] = {{"TERMS", Terms, kiln::tuning_values<2, 4, 12>}};
+  static constexpr const char* body = R"(
+  $T t = $T(1);
+  y = $T(1);
+  for (int k = 1; k <= ${TERMS}; ++k) {
+    t = t * x / $T(k);
+    y = y + t;
+  }
+)";
+  using rule = kiln::rules::floating;
+  template <class T>
+  static T host(T x) {
+    T t = 1, y = 1;
+    for (int k = 1; k <= Terms; ++k)
+      t = t * x / T(k), y = y + t;
+    return y;
+  }
+  using derivative = kiln::zero_gradient;
+};
+
+} // namespace ops
+
+template <class X>
+auto geometric(const X& x) {
+  return kiln::make_node<ops::geometric<4>>(x);
+}
+template <class X>
+auto series(const X& x) {
+  return kiln::make_node<ops::series<12>>(x);
+}
 
 namespace {
 
@@ -186,4 +257,101 @@ TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass 
         CHECK(bad == 0);
       },
       rng);
+}
+
+TEST_CASE("tuning a custom op's tunables on vulkan:0: each value its own code and the right "
+          "values, the tuned value used later, values that change results rejected",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t n = 5000;
+  kiln::tensor<float> x = kiln::random::uniform<float>({n}, 21, -0.9, 0.9).to(*dev);
+  const auto xs = x.to_vector();
+  auto f = [&] {
+    kiln::tensor<float> o = kiln::full<float>({n}, unwritten, *dev);
+    o = geometric(x) * 2.0f;
+    return o;
+  };
+  tune::launch_hook probe;
+  {
+    kiln::detail::hook_scope s(probe);
+    (void)f();
+  }
+  const auto& site = probe.seen.back();
+  const tune::space& sp = *site.sp;
+  REQUIRE(sp.size() == jit_of(*dev).elementwise_space().size() + 1);
+  const auto& step = sp.params().back();
+  CHECK(step.name == "geometric.STEP");
+  CHECK(step.values == std::vector<std::int64_t>{1, 2, 4, 8});
+  CHECK(step.fallback == 4);
+  for (std::int64_t v : step.values) {
+    tune::config c = sp.defaults();
+    c[sp.size() - 1] = v;
+    INFO("under " << sp.format(c));
+    tune::launch_hook h;
+    h.force = &c;
+    h.family = "elementwise";
+    h.kernel = site.kernel;
+    const auto made = kiln::jit::compile_count().load();
+    std::vector<float> out;
+    {
+      kiln::detail::hook_scope s(h);
+      out = f().to_vector();
+    }
+    REQUIRE(tune::last_choice("elementwise").cfg == c);
+    if (v != 4)
+      CHECK(kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load() > made);
+    std::size_t bad = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      double y = 0;
+      for (int k = 0; k < 16; ++k)
+        y = y * double(xs[std::size_t(i)]) + 1;
+      bad += !(std::abs(out[std::size_t(i)] - 2 * y) <= 1e-5 * (1 + std::abs(2 * y)));
+    }
+    CHECK(bad == 0);
+  }
+  // Tuned: the choice is one of the values, and later evaluations take it.
+  const std::string db = std::filesystem::temp_directory_path().string() + "/kiln-tune-ops-" +
+                         std::to_string(::getpid()) + ".kdb";
+  std::filesystem::remove(db);
+  auto& sel = tune::selector::instance();
+  sel.use(db);
+  kiln::tune_options o;
+  o.db = db;
+  o.budget_seconds = 20;
+  o.timing.min_runs = 3;
+  o.timing.max_seconds = 0.02;
+  // (The tuner takes the launch with the most work, the first of equals: no fill before it.)
+  const auto rep = kiln::tune([&] { return kiln::tensor<float>(geometric(x) * 2.0f); }, o);
+  CHECK(rep.result.rejected == 0);
+  CHECK(rep.chosen.find("geometric.STEP=") != std::string::npos);
+  (void)kiln::tensor<float>(geometric(x) * 2.0f);
+  CHECK(tune::last_choice("elementwise").tuned);
+  CHECK(tune::last_choice("elementwise").cfg == rep.result.chosen);
+  // An op whose values change its results: every other value is rejected, the op's own kept.
+  auto g = [&] { return kiln::tensor<float>(series(x)); };
+  const auto rep2 = kiln::tune(g, o);
+  CHECK(rep2.result.rejected > 0);
+  CHECK(rep2.chosen.find("series.TERMS=12") != std::string::npos);
+  sel.use("");
+  std::filesystem::remove(db);
+}
+
+TEST_CASE("tuning: storage made while a tuner checks a configuration's output starts as 0xFF "
+          "bytes, on the host and on vulkan:0",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  std::vector<kiln::device> devices{kiln::device{}};
+  if (dev) devices.push_back(*dev);
+  for (const kiln::device& d : devices) {
+    INFO(d.str());
+    kiln::detail::poison_new_storage() = true;
+    const auto f = kiln::empty<float>({1000}, d);
+    const auto i = kiln::empty<std::int32_t>({1000}, d);
+    kiln::detail::poison_new_storage() = false;
+    for (float v : f.to_vector())
+      CHECK(std::isnan(v));
+    for (std::int32_t v : i.to_vector())
+      CHECK(v == -1);
+  }
 }

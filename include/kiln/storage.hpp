@@ -12,6 +12,16 @@
 
 namespace kiln {
 
+namespace detail {
+// Set on a thread while a tuner checks a configuration's output (kiln::tune): storage made
+// then starts as 0xFF bytes (NaN; -1), so an element a configuration fails to write differs
+// from the default's instead of showing what a recycled block held before.
+inline bool& poison_new_storage() {
+  thread_local bool on = false;
+  return on;
+}
+} // namespace detail
+
 class storage {
 public:
   // Owned memory on `dev` (host by default), uninitialized.

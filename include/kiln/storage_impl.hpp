@@ -2,6 +2,9 @@
 // kiln::storage's definitions (see kiln/linkage.hpp for where they are compiled).
 #include "kiln/storage.hpp"
 
+#include <cstring>
+#include <vector>
+
 namespace kiln {
 
 KILN_CORE_INLINE storage::storage(kiln::dtype dt, std::int64_t count, const kiln::device& dev)
@@ -13,6 +16,10 @@ KILN_CORE_INLINE storage::storage(kiln::dtype dt, std::int64_t count, const kiln
       throw error("alloc", "dtype is not supported on this device",
                   std::string(name(dt)) + " on " + dev.str() + ": " + why);
     handle_ = backend_->allocate(bytes);
+    if (detail::poison_new_storage() && bytes) {
+      const std::vector<unsigned char> ones(bytes, 0xFF);
+      backend_->write(handle_, 0, ones.data(), bytes);
+    }
     return;
   }
   const std::size_t padded = (bytes + 63) / 64 * 64;
@@ -20,5 +27,6 @@ KILN_CORE_INLINE storage::storage(kiln::dtype dt, std::int64_t count, const kiln
   if (padded && !data_)
     throw error("alloc", "out of host memory", std::to_string(padded) + " bytes");
   owned_ = true;
+  if (detail::poison_new_storage() && padded) std::memset(data_, 0xFF, padded);
 }
 } // namespace kiln

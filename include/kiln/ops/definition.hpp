@@ -42,10 +42,22 @@ struct spelling {
 // {{"TERMS", Terms}};`, with the value a template parameter of the op, so that each value is
 // an op of its own (its own kernels, its own cache entries). A new value compiles new code,
 // unlike a scalar operand, which is a kernel parameter.
+// `values`, where given (`{"UNROLL", Unroll, kiln::tuning_values<1, 2, 4, 8>}`), are the
+// values a tuner may try in the op's device code (jit/tune/op_tunables.hpp): the op's own
+// value is the default, and a value whose results differ from it is rejected as any
+// configuration's is. The host always computes with the op's own value.
 struct tunable {
   const char* name;
   long long value;
+  std::span<const long long> values = {};
 };
+
+namespace detail {
+template <long long... V>
+inline constexpr long long tuning_values_array[] = {V...};
+} // namespace detail
+template <long long... V>
+inline constexpr std::span<const long long> tuning_values{detail::tuning_values_array<V...>};
 
 // The tunable called `name` among `ts`, else null: the one lookup of the compile-time checks
 // and of the code generators (ops and custom reductions).
@@ -84,6 +96,17 @@ constexpr std::span<const tunable> tunables_of() {
     return Op::tunables;
   else
     return {};
+}
+// Whether each tunable that lists values to tune over lists its own value among them.
+template <class Op>
+constexpr bool tuning_values_ok() {
+  for (const tunable& t : tunables_of<Op>()) {
+    bool found = t.values.empty();
+    for (long long v : t.values)
+      found = found || v == t.value;
+    if (!found) return false;
+  }
+  return true;
 }
 template <class Op>
 constexpr bool is_tunable(const char* name, std::size_t n) {
@@ -222,6 +245,8 @@ constexpr void check_op(std::index_sequence<I...>) {
                                   "one of the op's `tunables`");
   static_assert(refs.dollars_ok, "kiln: in an op's device spelling, `$` starts only $0..$9 "
                                  "(operands), $T (the compute type) or ${NAME} (a tunable)");
+  static_assert(tuning_values_ok<Op>(), "kiln: a tunable's `values` to tune over must include "
+                                        "its own value");
   static_assert(
       requires { typename Op::rule::template result<A...>; },
       "kiln: the op's result-type rule (`using rule = ...`) does not apply to these "

@@ -129,6 +129,16 @@ tune_report tune(F&& f, const tune_options& o = {}) {
     be->synchronize();
     return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   };
+  t.check_run = [&](const jit::tune::config& c) {
+    kiln::detail::poison_new_storage() = true;
+    try {
+      t.run(c);
+    } catch (...) {
+      kiln::detail::poison_new_storage() = false;
+      throw;
+    }
+    kiln::detail::poison_new_storage() = false;
+  };
   t.output = [&] { return detail::as_doubles(last->to_vector()); };
   if (site.sp->family() == "reduction") t.agree = detail::agree_reduced<T>;
   const std::string path = o.db.empty() ? jit::tune::database_path() : o.db;

@@ -7,16 +7,24 @@
 //      (stages.hpp), and the backend compiles each (or loads it from its caches);
 //   2. the launch's configuration (workgroup size, groups, units per invocation, vector
 //      width) is the elementwise family's tuned choice for this kernel and size, else the
-//      defaults (tune/launch_choice.hpp); each configuration's kernels are compiled once;
+//      defaults (tune/launch_choice.hpp), and the values of its custom ops' tunables where
+//      they offer some (tune/op_tunables.hpp); each configuration's kernels are compiled once;
 //   3. parameters (sizes, strides, offsets, scalars) are packed and the stages queued.
 #include "kiln/executor.hpp"
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/pipeline/stages.hpp"
 #include "kiln/jit/tune/kernel_id.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
+#include "kiln/jit/tune/op_tunables.hpp"
 #include "kiln/jit/tune/record.hpp"
 
 namespace kiln::jit {
+
+// How a configuration of the elementwise family walks the elements.
+inline pass_shape shape_of(const tune::config& c) {
+  return {c[tune::ew::workgroup], static_cast<int>(c[tune::ew::per_invocation]),
+          static_cast<int>(c[tune::ew::vector])};
+}
 
 // A pass lowered and compiled for one backend: its stages' kernels per configuration.
 struct compiled_pass : executor_state {
@@ -24,30 +32,38 @@ struct compiled_pass : executor_state {
   std::vector<std::shared_ptr<kernel>> kernels; // one per stage, default configuration
   std::string id;                               // the tuning database's kernel id
   tune::choice_memo choices;
+  // Where the pass's custom ops offer tunables: them, and the family's space with them.
+  std::unique_ptr<tune::op_tunables> ops;
+  std::unique_ptr<tune::space> own_space;
   std::mutex mutex;
-  std::map<pass_shape, std::vector<std::shared_ptr<kernel>>> by_shape;
+  std::map<std::pair<pass_shape, std::vector<long long>>, std::vector<std::shared_ptr<kernel>>>
+      by_config;
 
-  // The stages' kernels for this shape (compiled on first use).
-  const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, const pass_shape& s) {
-    if (s.plain() && s.workgroup == kernels.front()->workgroup) return kernels;
+  const tune::space& space(jit_backend& be) const {
+    return own_space ? *own_space : be.elementwise_space();
+  }
+
+  // The stages' kernels for configuration c (compiled on first use).
+  const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, const tune::config& c) {
+    const pass_shape s = shape_of(c);
+    std::vector<long long> values;
+    if (ops) values = ops->values_of(c, be.elementwise_space().size());
+    const bool own_values = !ops || ops->defaults(values);
+    if (own_values && s.plain() && s.workgroup == kernels.front()->workgroup) return kernels;
+    const auto key = std::make_pair(s, values);
     {
       std::lock_guard lock(mutex);
-      if (auto it = by_shape.find(s); it != by_shape.end()) return it->second;
+      if (auto it = by_config.find(key); it != by_config.end()) return it->second;
     }
     std::vector<std::shared_ptr<kernel>> ks;
     for (const auto& st : plan->stages)
-      ks.push_back(be.compile(st.ir, s));
+      ks.push_back(be.compile(own_values ? st.ir : ops->apply(st.ir, values), s));
     std::lock_guard lock(mutex);
-    return by_shape.emplace(s, std::move(ks)).first->second; // a racing copy is the same
+    return by_config.emplace(key, std::move(ks)).first->second; // a racing copy is the same
   }
 };
 
 namespace detail {
-
-inline pass_shape shape_of(const tune::config& c) {
-  return {c[tune::ew::workgroup], static_cast<int>(c[tune::ew::per_invocation]),
-          static_cast<int>(c[tune::ew::vector])};
-}
 
 // The compiled kernels of a lowering on backend `be`, compiled on first use; the
 // backend's compile is single-flight, so threads racing here share one compile of each.
@@ -59,6 +75,10 @@ inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
     auto c = std::make_shared<compiled_pass>();
     c->plan = plan;
     c->id = tune::pass_id(lp.ir);
+    if (auto ops = std::make_unique<tune::op_tunables>(lp.ir); !ops->empty()) {
+      c->own_space = std::make_unique<tune::space>(ops->extend(be.elementwise_space()));
+      c->ops = std::move(ops);
+    }
     for (const auto& st : plan->stages)
       c->kernels.push_back(be.compile(st.ir));
     return c;
@@ -72,12 +92,12 @@ inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
 inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass& p) {
   const kiln::shape& extents = p.extents;
   const std::int64_t n = p.n;
-  const tune::space& sp = be.elementwise_space();
+  const tune::space& sp = cp.space(be);
   const tune::config cfg =
       cp.choices.get(&be, be.tuning_identity(), sp, cp.id, {tune::log2_floor(n)},
-                     [&be, &cp](const tune::config& c) { cp.kernels_at(be, shape_of(c)); });
+                     [&be, &cp](const tune::config& c) { cp.kernels_at(be, c); });
   const pass_shape shape = shape_of(cfg);
-  const auto& kernels = cp.kernels_at(be, shape);
+  const auto& kernels = cp.kernels_at(be, cfg);
   if (!tune::record_path().empty())
     tune::record_pass(be.tuning_identity(), cp.id, {tune::log2_floor(n)}, p);
   const auto& dsts = p.targets;

@@ -27,8 +27,10 @@ struct target {
   const space* sp = nullptr;
   std::string kernel; // an id, or "*" (the family's choice for every kernel)
   std::string size;   // format_bucket
-  std::function<void(const config&)> prepare;  // compile without running (thread-safe)
-  std::function<double(const config&)> run;    // one run, its time in ns
+  std::function<void(const config&)> prepare; // compile without running (thread-safe)
+  std::function<double(const config&)> run;   // one run, its time in ns
+  // One run whose output is then checked (run where none): its new tensors start poisoned.
+  std::function<void(const config&)> check_run;
   std::function<std::vector<double>()> output; // the last run's result, read back
   // Whether two outputs agree (a reduction's order of additions differs by configuration).
   std::function<bool(const std::vector<double>&, const std::vector<double>&)> agree;
@@ -168,11 +170,12 @@ inline search_result search(const target& t, database& db, const search_options&
       return false;
     }
     try {
+      auto checked = [&](const config& x) { t.check_run ? t.check_run(x) : (void)t.run(x); };
       if (i != 0 && reference.empty()) { // the default's output, the reference
-        t.run(order[0]);
+        checked(order[0]);
         reference = t.output();
       }
-      t.run(c);
+      checked(c);
       const std::vector<double> out = t.output();
       if (i == 0) {
         reference = out;

@@ -17,8 +17,9 @@
 
 namespace kiln::jit::tune {
 
-// The most parameters a family has.
-inline constexpr std::size_t max_params = 6;
+// The most parameters a kernel's space has: its family's and its custom ops' tunables
+// (op_tunables.hpp).
+inline constexpr std::size_t max_params = 12;
 
 // A family's parameter values, in the order of its space's params.
 struct config {
@@ -52,6 +53,14 @@ public:
       : family_(std::move(family)), params_(std::move(params)), constraint_(std::move(constraint)) {
     if (params_.size() > max_params)
       throw error("tune", "a family has too many parameters", family_);
+  }
+
+  // This space with more parameters after its own, under the same constraint (which reads
+  // only its own): a kernel's custom-op tunables.
+  space with(const std::vector<param>& more) const {
+    std::vector<param> all = params_;
+    all.insert(all.end(), more.begin(), more.end());
+    return space(family_, std::move(all), constraint_);
   }
 
   const std::string& family() const { return family_; }
