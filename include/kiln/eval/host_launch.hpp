@@ -24,11 +24,19 @@ inline std::atomic<host_chooser>& host_chooser_slot() {
   return f;
 }
 
-// Set once anything may change a host pass's settings (a choice for this host in the
-// database, a tuner listening, launches being recorded): until then a pass asks nothing.
+// Whether a host pass asks the chooser: set when the chooser is installed (its first call
+// reads the tuning database), while a tuner listens, where launches are recorded, and when
+// the database holds a choice for this host; cleared by the chooser when none of these
+// holds, so that passes then ask nothing (one relaxed load each).
 inline std::atomic<bool>& host_chooser_wanted() {
   static std::atomic<bool> b{false};
   return b;
+}
+
+// Tuners listening now, on any thread (kiln::tune's hook scopes).
+inline std::atomic<int>& active_tuners() {
+  static std::atomic<int> n{0};
+  return n;
 }
 
 inline host_launch host_launch_for(const host_kernel_ref& k, std::int64_t elements) {

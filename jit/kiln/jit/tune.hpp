@@ -39,9 +39,14 @@ class hook_scope {
 public:
   explicit hook_scope(jit::tune::launch_hook& h) : prev_(jit::tune::current_hook()) {
     jit::tune::current_hook() = &h;
-    kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed); // host passes
+    // Host passes ask the chooser while any tuner listens (host.hpp's host_choice).
+    kiln::detail::active_tuners().fetch_add(1);
+    kiln::detail::host_chooser_wanted().store(true);
   }
-  ~hook_scope() { jit::tune::current_hook() = prev_; }
+  ~hook_scope() {
+    jit::tune::current_hook() = prev_;
+    kiln::detail::active_tuners().fetch_sub(1);
+  }
   hook_scope(const hook_scope&) = delete;
   hook_scope& operator=(const hook_scope&) = delete;
 

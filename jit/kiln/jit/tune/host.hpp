@@ -62,10 +62,25 @@ inline const space& host_tuning_space() {
   return sp;
 }
 
+// Reads the tuning database where it was not yet (a host-only program has no device launch
+// to do it).
+inline void open_database_once() { (void)selector::instance().generation_after_open(); }
+
 inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref& k,
                                              std::int64_t elements) {
   const bool recording = !record_path().empty();
-  if (!current_hook() && !host_tuned().load(std::memory_order_relaxed) && !recording) return {};
+  if (!current_hook() && !recording) {
+    open_database_once();
+    if (!host_tuned().load(std::memory_order_relaxed)) {
+      // Nothing to ask for this host: passes stop calling until something changes. A tuner
+      // starting meanwhile counts itself before it sets the flag, so it is never lost.
+      auto& wanted = kiln::detail::host_chooser_wanted();
+      wanted.store(false);
+      if (kiln::detail::active_tuners().load() > 0 || host_tuned().load() || !record_path().empty())
+        wanted.store(true);
+      return {};
+    }
+  }
   auto& st = detail::host_state(k);
   const space& sp = host_tuning_space();
   const size_bucket bucket{log2_floor(std::max<std::int64_t>(elements, 1))};
@@ -78,6 +93,7 @@ inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref
 // Installed by the runtime (src.hpp) at static initialization.
 inline bool install_host_chooser() {
   kiln::detail::host_chooser_slot().store(&host_choice, std::memory_order_release);
+  kiln::detail::host_chooser_wanted().store(true); // the first pass reads the database
   (void)record_path(); // KILN_TUNE_RECORD read now: a host-only program records too
   return true;
 }

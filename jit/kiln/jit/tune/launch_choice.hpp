@@ -75,13 +75,17 @@ private:
         return {*h->force, *h->force != sp.defaults(), "forced by a tuner"};
     }
     selector& sel = selector::instance();
+    // A device with nothing tuned, seen so at this view of the database: no lock at all.
+    if (untuned_at_.load(std::memory_order_acquire) == sel.generation())
+      return {sp.defaults(), false, {}};
+    const std::uint64_t gen = sel.generation_after_open();
     if (!sel.has_device(device)) {
       if (log_enabled() && !said_default_.exchange(true))
         log(sp.family() + " kernel " + kernel.substr(0, 12) + ": defaults " +
             sp.format(sp.defaults()) + " (" + sel.choose(device, sp, kernel, bucket).why + ")");
+      untuned_at_.store(gen, std::memory_order_release);
       return {sp.defaults(), false, {}};
     }
-    const std::uint64_t gen = sel.generation();
     std::lock_guard lock(mutex_);
     if (gen != generation_) {
       by_bucket_.clear();
@@ -97,6 +101,7 @@ private:
 
   std::mutex mutex_;
   std::atomic<bool> said_default_{false};
+  std::atomic<std::uint64_t> untuned_at_{0}; // the generation at which the device had nothing
   std::uint64_t generation_ = 0;
   std::map<size_bucket, choice> by_bucket_;
 };

@@ -95,6 +95,14 @@ public:
 
   // Bumped when this process's view of the database changes (memoized choices compare it).
   std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // The same, the database read first where it was not yet.
+  std::uint64_t generation_after_open() {
+    if (!opened_flag_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(mutex_);
+      open_locked();
+    }
+    return generation();
+  }
 
   // Re-reads the database (after this process appended to it).
   void reload() {
@@ -107,6 +115,7 @@ public:
   void reopen() {
     std::lock_guard lock(mutex_);
     opened_ = false;
+    opened_flag_.store(false, std::memory_order_release);
     off_ = false;
     db_.reset();
     open_locked();
@@ -116,6 +125,7 @@ public:
   void use(const std::string& path) {
     std::lock_guard lock(mutex_);
     opened_ = true;
+    opened_flag_.store(true, std::memory_order_release);
     off_ = false;
     db_ = path.empty() ? nullptr : std::make_unique<database>(path);
     index_locked();
@@ -171,12 +181,21 @@ private:
   void open_locked() {
     if (opened_) return;
     opened_ = true;
+    opened_flag_.store(true, std::memory_order_release);
     off_ = tuning_off();
     if (off_) {
       index_locked();
       return;
     }
-    const std::string path = database_path();
+    // The database is an optimization: a kernel-cache folder that cannot be used (the
+    // backends report it where they compile) leaves it closed, and a host-only program
+    // runs on with the defaults.
+    std::string path;
+    try {
+      path = database_path();
+    } catch (const error& e) {
+      log(std::string("no tuning database: ") + e.what());
+    }
     if (!path.empty()) db_ = std::make_unique<database>(path);
     index_locked();
   }
@@ -210,6 +229,7 @@ private:
 
   std::mutex mutex_;
   bool opened_ = false;
+  std::atomic<bool> opened_flag_{false}; // opened_, read without the lock
   bool off_ = false;
   std::unique_ptr<database> db_;
   std::vector<record> all_;
