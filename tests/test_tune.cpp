@@ -1,17 +1,26 @@
-// Benchmark-driven tuning (jit/tune/): the database file (round trip, damaged, truncated
-// and foreign files, two processes appending at once), the choice at evaluation (exact
-// size, nearest size, the family's choice, defaults; KILN_TUNE=off; a choice illegal on the
-// device skipped), the search (a config whose output differs rejected, illegal configs
-// never run, a killed run resumed), and every reduction configuration computing the right
-// values on vulkan:0 (against double sums).
+// Benchmark-driven tuning (jit/tune/): the database file (round trip, damaged, truncated,
+// foreign and short files, two processes appending at once, numbers the same under any
+// locale), the choice at evaluation (exact size, nearest size, the family's choice,
+// defaults; KILN_TUNE=off; a choice illegal on the device skipped), the search (a config
+// whose output differs rejected, illegal configs never run, a killed run resumed, a forced
+// one measuring all again), reductions compared in their own dtype (a replayed one too),
+// the record path and the selector's database changed under reading threads, and every
+// reduction configuration computing the right values on vulkan:0 (against double sums).
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/tune.hpp"
+#include "kiln/jit/tune/replay.hpp"
 
+#include <atomic>
+#include <clocale>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <locale>
 #include <random>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace tune = kiln::jit::tune;
@@ -507,4 +516,36 @@ TEST_CASE("tuning on the host: every host configuration computes the same values
   }
   sel.use("");
   CHECK(!tune::host_tuned().load());
+}
+
+TEST_CASE("tuning database: a file shorter than the header is foreign unless it is the "
+          "header's beginning",
+          "[tune]") {
+  const std::string p = temp_db("short.kdb");
+  const std::string header = std::string(tune::db_header) + "\n";
+  // Bytes that are not the header's beginning, "abcd" among them.
+  std::vector<std::string> foreign{"abcd"};
+  for (int k = 0; k < 5; ++k) {
+    std::string s = header.substr(0, std::size_t(test::draw(0, int(header.size()) - 2)));
+    s += char(test::draw('A', 'Z')); // no capital letter in the header
+    foreign.push_back(s);
+  }
+  for (const auto& text : foreign) {
+    INFO("the file holds \"" << text << "\"");
+    write_all(p, text);
+    tune::database db(p);
+    CHECK(db.records().empty());
+    CHECK(db.stats().foreign);
+    CHECK_THROWS_WITH(db.append(measured("workgroup=64,groups=256", 1)),
+                      Catch::Contains("not a kiln tuning database"));
+    CHECK(read_all(p) == text); // never written to
+  }
+  // A header being written (a writer mid-way) is not foreign: it holds nothing yet.
+  const std::string part = header.substr(0, std::size_t(test::draw(1, int(header.size()) - 1)));
+  INFO("the file holds \"" << part << "\"");
+  write_all(p, part);
+  tune::database db(p);
+  CHECK(db.records().empty());
+  CHECK(!db.stats().foreign);
+  CHECK(!db.stats().missing);
 }

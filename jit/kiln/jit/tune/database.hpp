@@ -8,7 +8,8 @@
 // flock, so two processes tuning into one file interleave whole lines; a writer killed
 // mid-line leaves a line whose checksum fails, which readers skip and the next writer ends
 // with a newline before its own. A file that does not begin with the header is foreign:
-// reading it finds nothing, writing to it is a kiln::error (it is not ours to append to).
+// reading it finds nothing, writing to it is a kiln::error (it is not ours to append to); a
+// file shorter than the header is foreign too unless it is the header's beginning.
 // `m` records are every measured configuration (a killed tuning run resumes from them, and
 // reports plot them); `c` records are what evaluation reads: the latest for a key wins.
 #include "kiln/error.hpp"
@@ -247,12 +248,16 @@ private:
       return; // read again next time
     std::size_t at = 0;
     if (read_ == 0) {
-      if (text.size() < db_header.size() + 1) return; // a header still being written
-      if (text.compare(0, db_header.size() + 1, std::string(db_header) + "\n") != 0) {
+      // Shorter than the header: a header still being written only where it is the
+      // header's beginning; anything else ("abcd") is someone else's file.
+      const std::string header = std::string(db_header) + "\n";
+      const std::size_t n = std::min(text.size(), header.size());
+      if (text.compare(0, n, header, 0, n) != 0) {
         stats_.foreign = true;
         return;
       }
-      at = db_header.size() + 1;
+      if (text.size() < header.size()) return;
+      at = header.size();
     }
     const std::size_t before = records_.size();
     for (;;) {
