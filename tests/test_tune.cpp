@@ -73,6 +73,38 @@ tune::space toy_space() {
       [](const tune::config& c) -> std::string { return c[0] * c[1] > 16 ? "a * b > 16" : ""; });
 }
 
+// iostreams' numbers with a ',' decimal point (a program's std::locale::global).
+struct comma_numpunct : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// The C library's numbers with a ',' decimal point (setlocale, as a German program does):
+// an installed de_DE locale, else one built by localedef into a temporary folder. False
+// where neither exists; the caller restores "C".
+bool set_comma_c_locale() {
+  auto comma = [] { return std::strcmp(std::localeconv()->decimal_point, ",") == 0; };
+  for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "de_DE", "fr_FR.UTF-8"})
+    if (std::setlocale(LC_ALL, name) && comma()) return true;
+  const std::string dir = std::filesystem::path(temp_db("locales")).string();
+  std::filesystem::create_directories(dir);
+  const std::string cmd = "localedef -i de_DE -f UTF-8 '" + dir + "/de_DE.UTF-8' >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return false;
+  ::setenv("LOCPATH", dir.c_str(), 1);
+  return std::setlocale(LC_ALL, "de_DE.UTF-8") && comma();
+}
+
+// Puts both locales back, whatever a check did.
+struct locale_restore {
+  std::locale cpp = std::locale::global(std::locale::classic());
+  ~locale_restore() {
+    std::setlocale(LC_ALL, "C");
+    ::unsetenv("LOCPATH");
+    std::locale::global(cpp);
+  }
+};
+
 } // namespace
 
 TEST_CASE("tuning database: records round trip through the file, and a second reader sees "
@@ -516,6 +548,70 @@ TEST_CASE("tuning on the host: every host configuration computes the same values
   }
   sel.use("");
   CHECK(!tune::host_tuned().load());
+}
+
+TEST_CASE("tuning database: numbers are written and read the same whatever locale the program "
+          "set, and every double reads back exactly",
+          "[tune]") {
+  std::vector<double> values = test::uniform<double>(40, 0, 1e7);
+  values.push_back(0.1);
+  values.push_back(1234.5);
+  values.push_back(1e-300);
+  std::vector<tune::record> rs;
+  for (double v : values) {
+    tune::record r = measured("workgroup=64,groups=256", v);
+    r.iqr_ns = v / 3;
+    r.runs = test::draw(1, 1000000);
+    rs.push_back(r);
+  }
+  // Written in "C".
+  const std::string p = temp_db("locale-c.kdb");
+  std::vector<std::string> lines;
+  {
+    tune::database db(p);
+    for (const auto& r : rs) {
+      db.append(r);
+      lines.push_back(tune::encode(r));
+    }
+  }
+  const std::string c_bytes = read_all(p);
+  auto same_under_this_locale = [&](const std::string& name) {
+    INFO("locale: " << name);
+    CHECK(tune::detail::number(1234.5) == "1234.5");
+    double x = 0;
+    CHECK(tune::detail::parse_number("1234.5", x));
+    CHECK(x == 1234.5);
+    CHECK(!tune::detail::parse_number("1234,5", x));
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+      CHECK(tune::encode(rs[i]) == lines[i]);
+      const auto back = tune::decode(lines[i]);
+      REQUIRE(back);
+      CHECK(back->median_ns == rs[i].median_ns); // exactly: the shortest text that reads back
+      CHECK(back->iqr_ns == rs[i].iqr_ns);
+      CHECK(back->runs == rs[i].runs);
+    }
+    tune::database db(p); // what "C" wrote, read here
+    const auto got = db.records();
+    CHECK(db.stats().rejected == 0);
+    REQUIRE(got.size() == rs.size());
+    for (std::size_t i = 0; i < rs.size(); ++i)
+      CHECK(got[i].median_ns == rs[i].median_ns);
+    const std::string q = temp_db("locale-here.kdb"); // written here: the same bytes
+    {
+      tune::database w(q);
+      for (const auto& r : rs)
+        w.append(r);
+    }
+    CHECK(read_all(q) == c_bytes);
+  };
+  locale_restore restore;
+  same_under_this_locale("C");
+  std::locale::global(std::locale(std::locale::classic(), new comma_numpunct));
+  same_under_this_locale("iostreams with a ',' decimal point");
+  if (set_comma_c_locale())
+    same_under_this_locale("de_DE, with a ',' decimal point");
+  else
+    WARN("no locale with a ',' decimal point here (nor localedef): setlocale not checked");
 }
 
 TEST_CASE("tuning database: a file shorter than the header is foreign unless it is the "

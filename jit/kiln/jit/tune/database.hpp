@@ -17,6 +17,8 @@
 #include "kiln/jit/cache/hash.hpp"
 
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
@@ -62,10 +64,24 @@ inline std::string field(std::string_view s) {
   return out.empty() ? "-" : out;
 }
 
+// Numbers as the file holds them, whatever locale the program set (printf, strtod and
+// iostreams would follow a ',' decimal point): std::to_chars, the shortest text that reads
+// back to the same double.
 inline std::string number(double x) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
+}
+// With `digits` significant digits (progress lines), as %.*g would write it in "C".
+inline std::string number(double x, int digits) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, digits);
+  return std::string(buf, res.ptr);
+}
+inline std::string number(std::int64_t x) {
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
 }
 
 inline std::string checksum(std::string_view body) { return hash_of(body).hex().substr(0, 16); }
@@ -134,17 +150,12 @@ inline std::vector<std::string_view> split_tabs(std::string_view s) {
   }
 }
 
+// The whole of s as a number (std::from_chars: no locale, no leading '+' or spaces).
 template <class T>
 bool parse_number(std::string_view s, T& out) {
   if (s.empty() || s.size() > 40) return false;
-  const std::string z(s);
-  char* end = nullptr;
-  errno = 0;
-  if constexpr (std::is_floating_point_v<T>)
-    out = std::strtod(z.c_str(), &end);
-  else
-    out = std::strtoll(z.c_str(), &end, 10);
-  return errno == 0 && end == z.c_str() + z.size();
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
 }
 
 } // namespace detail
@@ -155,8 +166,8 @@ inline std::string encode(const record& r) {
   std::string body = std::string(1, r.kind) + "\t" + field(r.device) + "\t" + field(r.family) +
                      "\t" + field(r.kernel) + "\t" + field(r.size) + "\t" + field(r.config) + "\t" +
                      detail::number(r.median_ns) + "\t" + detail::number(r.iqr_ns) + "\t" +
-                     std::to_string(r.runs) + "\t" + field(r.status) + "\t" +
-                     std::to_string(r.time);
+                     detail::number(r.runs) + "\t" + field(r.status) + "\t" +
+                     detail::number(r.time);
   return detail::checked_line(body);
 }
 

@@ -207,10 +207,10 @@ inline search_result search(const target& t, database& db, const search_options&
       all.push_back(c);
     if (!all.empty()) {
       const config b = best_of(all);
-      line += "best " + sp.format(b) + " " + detail::number(timed[b].median_ns / 1e3) + " us";
+      line += "best " + sp.format(b) + " " + detail::number(timed[b].median_ns / 1e3, 6) + " us";
     }
     const double left = o.budget_seconds - elapsed();
-    line += ", " + detail::number(std::max(0.0, left)) + " s left";
+    line += ", " + detail::number(std::max(0.0, left), 3) + " s left";
     note(line);
   };
 
