@@ -645,3 +645,43 @@ TEST_CASE("tuning database: a file shorter than the header is foreign unless it 
   CHECK(!db.stats().foreign);
   CHECK(!db.stats().missing);
 }
+
+TEST_CASE("tuning: a forced search measures every configuration again, reading back none of "
+          "an earlier run's measurements",
+          "[tune]") {
+  const std::string p = temp_db("force.kdb");
+  const tune::space sp = toy_space();
+  std::map<tune::config, double> cost; // drawn per configuration
+  for (const auto& c : sp.legal())
+    cost[c] = 100.0 + test::draw(0, 50);
+  std::set<tune::config> timed;
+  tune::target t;
+  t.device = "toy device";
+  t.sp = &sp;
+  t.kernel = "toy";
+  t.size = "4";
+  t.run = [&](const tune::config& c) {
+    timed.insert(c);
+    return cost.at(c);
+  };
+  t.output = [] { return std::vector<double>{1.0}; };
+  tune::search_options o;
+  o.timing.min_runs = 3;
+  o.timing.warmup = 0;
+  o.final_rounds = 3;
+  tune::database db(p);
+  const auto first = tune::search(t, db, o);
+  CHECK(first.measured == first.legal);
+  timed.clear();
+  o.force = true;
+  const auto again = tune::search(t, db, o);
+  CHECK(!again.already_tuned);
+  CHECK(again.resumed == 0);
+  CHECK(again.measured == again.legal);
+  CHECK(timed.size() == again.legal);
+  std::size_t m = 0, c = 0;
+  for (const auto& r : db.records())
+    (r.kind == 'm' ? m : c) += 1;
+  CHECK(m == 2 * first.legal);
+  CHECK(c == 2);
+}

@@ -2,8 +2,9 @@
 // Tuning one kernel at one size: which configurations to try, in what order, within a
 // budget; each one's output checked against the default configuration's; every measurement
 // appended to the database as it is made, so a killed run resumes where it stopped (the
-// configurations measured before are read back, not measured again); the best few re-timed
-// interleaved, and a winner kept only where it beats the default by more than the noise.
+// configurations measured before are read back, not measured again; a forced run reads back
+// nothing); the best few re-timed interleaved, and a winner kept only where it beats the
+// default by more than the noise.
 //   - spaces of at most `exhaustive_up_to` legal configurations: all of them;
 //   - larger ones: successive halving over a random sample (seeded): every sampled
 //     configuration timed briefly, the better half timed again for longer, and so on;
@@ -43,7 +44,7 @@ struct search_options {
   int final_rounds = 15;
   std::uint64_t seed = 1;
   timing_options timing;
-  bool force = false;                               // tune again where the database has a choice
+  bool force = false; // tune again where the database has a choice, measuring everything anew
   std::function<void(const std::string&)> progress; // a progress line; none: quiet
 };
 
@@ -89,18 +90,21 @@ inline search_result search(const target& t, database& db, const search_options&
     return r;
   };
   // What the database already holds for this key: a choice, and measured configurations.
+  // Forced, neither counts: earlier measurements are what a re-tune means to replace (another
+  // driver, a busier machine), so every configuration is measured again.
   std::map<config, record> done;
   const record probe = key_record('m', res.fallback);
-  for (const record& r : db.records()) {
-    if (!r.same_key(probe)) continue;
-    if (r.kind == 'c' && !o.force && r.status == "ok") {
-      res.already_tuned = true;
-      if (auto c = sp.parse(r.config)) res.chosen = *c;
-      res.chosen_ns = r.median_ns;
-    } else if (r.kind == 'm') {
-      if (auto c = sp.parse(r.config)) done[*c] = r;
+  if (!o.force)
+    for (const record& r : db.records()) {
+      if (!r.same_key(probe)) continue;
+      if (r.kind == 'c' && r.status == "ok") {
+        res.already_tuned = true;
+        if (auto c = sp.parse(r.config)) res.chosen = *c;
+        res.chosen_ns = r.median_ns;
+      } else if (r.kind == 'm') {
+        if (auto c = sp.parse(r.config)) done[*c] = r;
+      }
     }
-  }
   if (res.already_tuned) return res;
 
   const std::vector<config> legal = sp.legal();
