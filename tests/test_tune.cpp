@@ -685,3 +685,33 @@ TEST_CASE("tuning: a forced search measures every configuration again, reading b
   CHECK(m == 2 * first.legal);
   CHECK(c == 2);
 }
+
+TEST_CASE("tuning: the record of launches' path is changed while other threads read it, each "
+          "reading one whole path",
+          "[tune]") {
+  // Two paths of one length: an unguarded string would be overwritten in place under a reader.
+  const std::string a = temp_db("record-a-" + std::string(60, 'a'));
+  const std::string b = temp_db("record-b-" + std::string(60, 'b'));
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> torn{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 3; ++k)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const std::string s = tune::record_path();
+        if (!(s.empty() || s == a || s == b)) ++torn;
+        ++reads;
+      }
+    });
+  const int flips = test::draw(20000, 40000);
+  for (int i = 0; i < flips; ++i)
+    tune::record_to(i % 2 ? a : b);
+  stop = true;
+  for (auto& th : readers)
+    th.join();
+  tune::record_to("");
+  CHECK(torn == 0);
+  CHECK(reads > 0);
+  CHECK(!tune::recording());
+  CHECK(tune::record_path().empty());
+}

@@ -64,12 +64,12 @@ inline const space& host_tuning_space() {
 
 inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref& k,
                                              std::int64_t elements) {
-  const bool recording = !record_path().empty();
-  if (!current_hook() && !host_tuned().load(std::memory_order_relaxed) && !recording) return {};
+  const bool rec = recording();
+  if (!current_hook() && !host_tuned().load(std::memory_order_relaxed) && !rec) return {};
   auto& st = detail::host_state(k);
   const space& sp = host_tuning_space();
   const size_bucket bucket{log2_floor(std::max<std::int64_t>(elements, 1))};
-  if (recording) record_host(host_identity(), st.id, bucket);
+  if (rec) record_host(host_identity(), st.id, bucket);
   const config c =
       st.choices.get(nullptr, host_identity(), sp, st.id, bucket, [](const config&) {});
   return {static_cast<int>(c[hp::threads]), c[hp::grain], static_cast<int>(c[hp::stream])};
@@ -78,7 +78,7 @@ inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref
 // Installed by the runtime (src.hpp) at static initialization.
 inline bool install_host_chooser() {
   kiln::detail::host_chooser_slot().store(&host_choice, std::memory_order_release);
-  (void)record_path(); // KILN_TUNE_RECORD read now: a host-only program records too
+  (void)recording(); // KILN_TUNE_RECORD read now: a host-only program records too
   return true;
 }
 
