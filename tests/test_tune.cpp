@@ -715,3 +715,45 @@ TEST_CASE("tuning: the record of launches' path is changed while other threads r
   CHECK(!tune::recording());
   CHECK(tune::record_path().empty());
 }
+
+TEST_CASE("tuning: the selector's database stays alive for a caller while another thread "
+          "points the selector at another file",
+          "[tune]") {
+  const std::string p1 = temp_db("sel-one.kdb"), p2 = temp_db("sel-two.kdb");
+  const std::size_t n1 = std::size_t(test::draw(1, 10)), n2 = n1 + std::size_t(test::draw(1, 10));
+  {
+    tune::database d1(p1), d2(p2);
+    for (std::size_t i = 0; i < n2; ++i) {
+      if (i < n1) d1.append(measured("workgroup=64,groups=" + std::to_string(i), 10));
+      d2.append(measured("workgroup=32,groups=" + std::to_string(i), 20));
+    }
+  }
+  auto& sel = tune::selector::instance();
+  sel.use(p1);
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> bad{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 2; ++k)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const auto db = sel.db();
+        if (!db) {
+          ++bad;
+          continue;
+        }
+        const std::string path = db->path();
+        const std::size_t n = db->records().size();
+        if (!((path == p1 && n == n1) || (path == p2 && n == n2))) ++bad;
+        ++reads;
+      }
+    });
+  const int flips = test::draw(1000, 2000);
+  for (int i = 0; i < flips; ++i)
+    sel.use(i % 2 ? p2 : p1);
+  stop = true;
+  for (auto& th : readers)
+    th.join();
+  sel.use("");
+  CHECK(bad == 0);
+  CHECK(reads > 0);
+}

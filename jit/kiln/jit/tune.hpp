@@ -146,7 +146,7 @@ tune_report tune(F&& f, const tune_options& o = {}) {
   rep.fallback = t.sp->format(rep.result.fallback);
   // This process's launches see the new choice (the selector re-reads its own file).
   auto& sel = jit::tune::selector::instance();
-  if (sel.db() && sel.db()->path() == path) sel.reload();
+  if (const auto open = sel.db(); open && open->path() == path) sel.reload();
   return rep;
 }
 

@@ -79,10 +79,11 @@ public:
   }
 
   // The database of this process (opened at first use); null with KILN_TUNE=off or no path.
-  database* db() {
+  // Shared: another thread's use() or reopen() may replace it while the caller reads it.
+  std::shared_ptr<database> db() {
     std::lock_guard lock(mutex_);
     open_locked();
-    return db_.get();
+    return db_;
   }
 
   // Whether any choice exists for this device: launches on a device without one take the
@@ -117,7 +118,7 @@ public:
     std::lock_guard lock(mutex_);
     opened_ = true;
     off_ = false;
-    db_ = path.empty() ? nullptr : std::make_unique<database>(path);
+    db_ = path.empty() ? nullptr : std::make_shared<database>(path);
     index_locked();
   }
 
@@ -177,7 +178,7 @@ private:
       return;
     }
     const std::string path = database_path();
-    if (!path.empty()) db_ = std::make_unique<database>(path);
+    if (!path.empty()) db_ = std::make_shared<database>(path);
     index_locked();
   }
 
@@ -211,7 +212,7 @@ private:
   std::mutex mutex_;
   bool opened_ = false;
   bool off_ = false;
-  std::unique_ptr<database> db_;
+  std::shared_ptr<database> db_;
   std::vector<record> all_;
   std::map<std::string, std::vector<const record*>> by_device_;
   std::atomic<std::uint64_t> generation_{1};
