@@ -686,6 +686,74 @@ TEST_CASE("tuning: a forced search measures every configuration again, reading b
   CHECK(c == 2);
 }
 
+TEST_CASE("tuning: a reduction's results agree in their own dtype: integers exactly, each "
+          "float type to its precision",
+          "[tune]") {
+  using kiln::dtype;
+  using tune::detail::agree_reduced;
+  const double big = double(test::draw(1 << 20, 1 << 30));
+  for (dtype d : {dtype::b8, dtype::u8, dtype::i32, dtype::u32, dtype::i64}) {
+    INFO(kiln::name(d));
+    CHECK(agree_reduced(d, {big, 1}, {big, 1}));
+    CHECK(!agree_reduced(d, {big, 1}, {big + 1, 1}));
+  }
+  auto near = [&](dtype d, double rel) { return agree_reduced(d, {big}, {big * (1 + rel)}); };
+  CHECK(near(dtype::f64, 1e-13));
+  CHECK(!near(dtype::f64, 1e-9));
+  CHECK(near(dtype::f32, 1e-5));
+  CHECK(!near(dtype::f32, 1e-3));
+  CHECK(near(dtype::f16, 2e-3)); // two of its ulp
+  CHECK(!near(dtype::f16, 2e-2));
+  CHECK(near(dtype::bf16, 1.5e-2));
+  CHECK(!near(dtype::bf16, 1e-1));
+  const double nan = std::nan("");
+  CHECK(agree_reduced(dtype::f32, {nan, 1}, {nan, 1}));
+  CHECK(!agree_reduced(dtype::f32, {nan}, {1}));
+  CHECK(!agree_reduced(dtype::i32, {1, 2}, {1}));
+  CHECK(kiln::detail::result_dtype(kiln::tensor<std::int64_t>()) == dtype::i64);
+  CHECK(kiln::detail::result_dtype(kiln::tensor<double>()) == dtype::f64);
+}
+
+TEST_CASE("tuning on vulkan:0: a replayed integer reduction is compared in its own dtype, "
+          "exactly",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t rows = test::draw(2, 6), cols = test::draw(100000, 300000);
+  const auto xs = test::integers<std::int32_t>(std::size_t(rows * cols), -1000, 1000);
+  const kiln::tensor<std::int32_t> x = kiln::from(xs, kiln::shape{rows, cols}).to(*dev);
+  const std::string rec = temp_db("int-launches.rec");
+  tune::record_to(rec);
+  CHECK(tune::recording());
+  const kiln::tensor<std::int64_t> sums = kiln::sum(x, {1});
+  (void)sums.to_vector();
+  tune::record_to("");
+  CHECK(!tune::recording());
+  CHECK(tune::record_path().empty());
+  std::unique_ptr<tune::replayed> rp;
+  for (const auto& body : tune::read_record_file(rec).bodies) {
+    try { // a copy or cast around the reduction may be recorded too
+      auto r = std::make_unique<tune::replayed>(body, "");
+      if (r->kind == "reduction") rp = std::move(r);
+    } catch (const kiln::error&) {
+    }
+  }
+  REQUIRE(rp);
+  CHECK(rp->out_type == kiln::dtype::i64);
+  rp->run();
+  const std::vector<double> out = rp->output(); // inputs replayed as 1
+  REQUIRE(out.size() == std::size_t(rows));
+  for (double v : out)
+    CHECK(v == double(cols));
+  const tune::replay_output ro{rp.get()};
+  REQUIRE(kiln::detail::result_dtype(ro) == kiln::dtype::i64);
+  // One off in a sum of 10^5 is a wrong configuration, not rounding (f32's 1e-4 would pass it).
+  std::vector<double> off = out;
+  off[std::size_t(test::draw(0, int(rows) - 1))] += 1;
+  CHECK(tune::detail::agree_reduced(kiln::detail::result_dtype(ro), out, out));
+  CHECK(!tune::detail::agree_reduced(kiln::detail::result_dtype(ro), out, off));
+}
+
 TEST_CASE("tuning: the record of launches' path is changed while other threads read it, each "
           "reading one whole path",
           "[tune]") {

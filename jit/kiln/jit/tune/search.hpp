@@ -9,6 +9,7 @@
 //   - larger ones: successive halving over a random sample (seeded): every sampled
 //     configuration timed briefly, the better half timed again for longer, and so on;
 //   - candidates compiled in parallel on `compile_threads` threads, timing serial.
+#include "kiln/dtype.hpp"
 #include "kiln/jit/tune/database.hpp"
 #include "kiln/jit/tune/measure.hpp"
 #include "kiln/jit/tune/space.hpp"
@@ -65,6 +66,41 @@ inline bool same_values(const std::vector<double>& a, const std::vector<double>&
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+// How far two configurations' results of a reduction may differ, relative to the larger
+// value: they add in another order, so by the precision of the result's own type. Integers
+// and bools exactly (no rounding to hide behind); f32 by 1e-4 (long sums drift past a few
+// ulp); f16 and bf16 by about four of their ulp, at least f32's.
+inline double reduction_tolerance(dtype d) {
+  switch (d) {
+  case dtype::f64:
+    return 1e-12;
+  case dtype::f32:
+    return 1e-4;
+  case dtype::f16:
+    return 4e-3;
+  case dtype::bf16:
+    return 3e-2;
+  default:
+    return 0;
+  }
+}
+
+// Whether a reduction's results under two configurations agree, in the result's dtype;
+// NaN agrees with NaN only.
+inline bool agree_reduced(dtype d, const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  const double tol = reduction_tolerance(d);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return false;
+      continue;
+    }
+    if (a[i] == b[i]) continue; // infinities, and exact integers
+    if (!(std::abs(a[i] - b[i]) <= tol * std::max(std::abs(a[i]), std::abs(b[i])))) return false;
+  }
   return true;
 }
 
