@@ -771,8 +771,9 @@ TEST_CASE("tuning: the record of launches' path is changed while other threads r
         ++reads;
       }
     });
+  // Until the readers have read while it flips, however late they start.
   const int flips = test::draw(20000, 40000);
-  for (int i = 0; i < flips; ++i)
+  for (int i = 0; i < flips || reads.load() < 10000; ++i)
     tune::record_to(i % 2 ? a : b);
   stop = true;
   for (auto& th : readers)
@@ -816,7 +817,7 @@ TEST_CASE("tuning: the selector's database stays alive for a caller while anothe
       }
     });
   const int flips = test::draw(1000, 2000);
-  for (int i = 0; i < flips; ++i)
+  for (int i = 0; i < flips || reads.load() < 1000; ++i)
     sel.use(i % 2 ? p2 : p1);
   stop = true;
   for (auto& th : readers)
