@@ -1,17 +1,26 @@
-// Benchmark-driven tuning (jit/tune/): the database file (round trip, damaged, truncated
-// and foreign files, two processes appending at once), the choice at evaluation (exact
-// size, nearest size, the family's choice, defaults; KILN_TUNE=off; a choice illegal on the
-// device skipped), the search (a config whose output differs rejected, illegal configs
-// never run, a killed run resumed), and every reduction configuration computing the right
-// values on vulkan:0 (against double sums).
+// Benchmark-driven tuning (jit/tune/): the database file (round trip, damaged, truncated,
+// foreign and short files, two processes appending at once, numbers the same under any
+// locale), the choice at evaluation (exact size, nearest size, the family's choice,
+// defaults; KILN_TUNE=off; a choice illegal on the device skipped), the search (a config
+// whose output differs rejected, illegal configs never run, a killed run resumed, a forced
+// one measuring all again), reductions compared in their own dtype (a replayed one too),
+// the record path and the selector's database changed under reading threads, and every
+// reduction configuration computing the right values on vulkan:0 (against double sums).
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/tune.hpp"
+#include "kiln/jit/tune/replay.hpp"
 
+#include <atomic>
+#include <clocale>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <locale>
 #include <random>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace tune = kiln::jit::tune;
@@ -63,6 +72,38 @@ tune::space toy_space() {
       "toy", {{"a", "", {1, 2, 3, 4}, 1}, {"b", "", {1, 2, 4, 8}, 1}},
       [](const tune::config& c) -> std::string { return c[0] * c[1] > 16 ? "a * b > 16" : ""; });
 }
+
+// iostreams' numbers with a ',' decimal point (a program's std::locale::global).
+struct comma_numpunct : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// The C library's numbers with a ',' decimal point (setlocale, as a German program does):
+// an installed de_DE locale, else one built by localedef into a temporary folder. False
+// where neither exists; the caller restores "C".
+bool set_comma_c_locale() {
+  auto comma = [] { return std::strcmp(std::localeconv()->decimal_point, ",") == 0; };
+  for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "de_DE", "fr_FR.UTF-8"})
+    if (std::setlocale(LC_ALL, name) && comma()) return true;
+  const std::string dir = std::filesystem::path(temp_db("locales")).string();
+  std::filesystem::create_directories(dir);
+  const std::string cmd = "localedef -i de_DE -f UTF-8 '" + dir + "/de_DE.UTF-8' >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return false;
+  ::setenv("LOCPATH", dir.c_str(), 1);
+  return std::setlocale(LC_ALL, "de_DE.UTF-8") && comma();
+}
+
+// Puts both locales back, whatever a check did.
+struct locale_restore {
+  std::locale cpp = std::locale::global(std::locale::classic());
+  ~locale_restore() {
+    std::setlocale(LC_ALL, "C");
+    ::unsetenv("LOCPATH");
+    std::locale::global(cpp);
+  }
+};
 
 } // namespace
 
@@ -509,4 +550,281 @@ TEST_CASE("tuning on the host: every host configuration computes the same values
   }
   sel.use("");
   CHECK(!tune::host_tuned().load());
+}
+
+TEST_CASE("tuning database: numbers are written and read the same whatever locale the program "
+          "set, and every double reads back exactly",
+          "[tune]") {
+  std::vector<double> values = test::uniform<double>(40, 0, 1e7);
+  values.push_back(0.1);
+  values.push_back(1234.5);
+  values.push_back(1e-300);
+  std::vector<tune::record> rs;
+  for (double v : values) {
+    tune::record r = measured("workgroup=64,groups=256", v);
+    r.iqr_ns = v / 3;
+    r.runs = test::draw(1, 1000000);
+    rs.push_back(r);
+  }
+  // Written in "C".
+  const std::string p = temp_db("locale-c.kdb");
+  std::vector<std::string> lines;
+  {
+    tune::database db(p);
+    for (const auto& r : rs) {
+      db.append(r);
+      lines.push_back(tune::encode(r));
+    }
+  }
+  const std::string c_bytes = read_all(p);
+  auto same_under_this_locale = [&](const std::string& name) {
+    INFO("locale: " << name);
+    CHECK(tune::detail::number(1234.5) == "1234.5");
+    double x = 0;
+    CHECK(tune::detail::parse_number("1234.5", x));
+    CHECK(x == 1234.5);
+    CHECK(!tune::detail::parse_number("1234,5", x));
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+      CHECK(tune::encode(rs[i]) == lines[i]);
+      const auto back = tune::decode(lines[i]);
+      REQUIRE(back);
+      CHECK(back->median_ns == rs[i].median_ns); // exactly: the shortest text that reads back
+      CHECK(back->iqr_ns == rs[i].iqr_ns);
+      CHECK(back->runs == rs[i].runs);
+    }
+    tune::database db(p); // what "C" wrote, read here
+    const auto got = db.records();
+    CHECK(db.stats().rejected == 0);
+    REQUIRE(got.size() == rs.size());
+    for (std::size_t i = 0; i < rs.size(); ++i)
+      CHECK(got[i].median_ns == rs[i].median_ns);
+    const std::string q = temp_db("locale-here.kdb"); // written here: the same bytes
+    {
+      tune::database w(q);
+      for (const auto& r : rs)
+        w.append(r);
+    }
+    CHECK(read_all(q) == c_bytes);
+  };
+  locale_restore restore;
+  same_under_this_locale("C");
+  std::locale::global(std::locale(std::locale::classic(), new comma_numpunct));
+  same_under_this_locale("iostreams with a ',' decimal point");
+  if (set_comma_c_locale())
+    same_under_this_locale("de_DE, with a ',' decimal point");
+  else
+    WARN("no locale with a ',' decimal point here (nor localedef): setlocale not checked");
+}
+
+TEST_CASE("tuning database: a file shorter than the header is foreign unless it is the "
+          "header's beginning",
+          "[tune]") {
+  const std::string p = temp_db("short.kdb");
+  const std::string header = std::string(tune::db_header) + "\n";
+  // Bytes that are not the header's beginning, "abcd" among them.
+  std::vector<std::string> foreign{"abcd"};
+  for (int k = 0; k < 5; ++k) {
+    std::string s = header.substr(0, std::size_t(test::draw(0, int(header.size()) - 2)));
+    s += char(test::draw('A', 'Z')); // no capital letter in the header
+    foreign.push_back(s);
+  }
+  for (const auto& text : foreign) {
+    INFO("the file holds \"" << text << "\"");
+    write_all(p, text);
+    tune::database db(p);
+    CHECK(db.records().empty());
+    CHECK(db.stats().foreign);
+    CHECK_THROWS_WITH(db.append(measured("workgroup=64,groups=256", 1)),
+                      Catch::Contains("not a kiln tuning database"));
+    CHECK(read_all(p) == text); // never written to
+  }
+  // A header being written (a writer mid-way) is not foreign: it holds nothing yet.
+  const std::string part = header.substr(0, std::size_t(test::draw(1, int(header.size()) - 1)));
+  INFO("the file holds \"" << part << "\"");
+  write_all(p, part);
+  tune::database db(p);
+  CHECK(db.records().empty());
+  CHECK(!db.stats().foreign);
+  CHECK(!db.stats().missing);
+}
+
+TEST_CASE("tuning: a forced search measures every configuration again, reading back none of "
+          "an earlier run's measurements",
+          "[tune]") {
+  const std::string p = temp_db("force.kdb");
+  const tune::space sp = toy_space();
+  std::map<tune::config, double> cost; // drawn per configuration
+  for (const auto& c : sp.legal())
+    cost[c] = 100.0 + test::draw(0, 50);
+  std::set<tune::config> timed;
+  tune::target t;
+  t.device = "toy device";
+  t.sp = &sp;
+  t.kernel = "toy";
+  t.size = "4";
+  t.run = [&](const tune::config& c) {
+    timed.insert(c);
+    return cost.at(c);
+  };
+  t.output = [] { return std::vector<double>{1.0}; };
+  tune::search_options o;
+  o.timing.min_runs = 3;
+  o.timing.warmup = 0;
+  o.final_rounds = 3;
+  tune::database db(p);
+  const auto first = tune::search(t, db, o);
+  CHECK(first.measured == first.legal);
+  timed.clear();
+  o.force = true;
+  const auto again = tune::search(t, db, o);
+  CHECK(!again.already_tuned);
+  CHECK(again.resumed == 0);
+  CHECK(again.measured == again.legal);
+  CHECK(timed.size() == again.legal);
+  std::size_t m = 0, c = 0;
+  for (const auto& r : db.records())
+    (r.kind == 'm' ? m : c) += 1;
+  CHECK(m == 2 * first.legal);
+  CHECK(c == 2);
+}
+
+TEST_CASE("tuning: a reduction's results agree in their own dtype: integers exactly, each "
+          "float type to its precision",
+          "[tune]") {
+  using kiln::dtype;
+  using tune::detail::agree_reduced;
+  const double big = double(test::draw(1 << 20, 1 << 30));
+  for (dtype d : {dtype::b8, dtype::u8, dtype::i32, dtype::u32, dtype::i64}) {
+    INFO(kiln::name(d));
+    CHECK(agree_reduced(d, {big, 1}, {big, 1}));
+    CHECK(!agree_reduced(d, {big, 1}, {big + 1, 1}));
+  }
+  auto near = [&](dtype d, double rel) { return agree_reduced(d, {big}, {big * (1 + rel)}); };
+  CHECK(near(dtype::f64, 1e-13));
+  CHECK(!near(dtype::f64, 1e-9));
+  CHECK(near(dtype::f32, 1e-5));
+  CHECK(!near(dtype::f32, 1e-3));
+  CHECK(near(dtype::f16, 2e-3)); // two of its ulp
+  CHECK(!near(dtype::f16, 2e-2));
+  CHECK(near(dtype::bf16, 1.5e-2));
+  CHECK(!near(dtype::bf16, 1e-1));
+  const double nan = std::nan("");
+  CHECK(agree_reduced(dtype::f32, {nan, 1}, {nan, 1}));
+  CHECK(!agree_reduced(dtype::f32, {nan}, {1}));
+  CHECK(!agree_reduced(dtype::i32, {1, 2}, {1}));
+  CHECK(kiln::detail::result_dtype(kiln::tensor<std::int64_t>()) == dtype::i64);
+  CHECK(kiln::detail::result_dtype(kiln::tensor<double>()) == dtype::f64);
+}
+
+TEST_CASE("tuning on vulkan:0: a replayed integer reduction is compared in its own dtype, "
+          "exactly",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t rows = test::draw(2, 6), cols = test::draw(100000, 300000);
+  const auto xs = test::integers<std::int32_t>(std::size_t(rows * cols), -1000, 1000);
+  const kiln::tensor<std::int32_t> x = kiln::from(xs, kiln::shape{rows, cols}).to(*dev);
+  const std::string rec = temp_db("int-launches.rec");
+  tune::record_to(rec);
+  CHECK(tune::recording());
+  const kiln::tensor<std::int64_t> sums = kiln::sum(x, {1});
+  (void)sums.to_vector();
+  tune::record_to("");
+  CHECK(!tune::recording());
+  CHECK(tune::record_path().empty());
+  std::unique_ptr<tune::replayed> rp;
+  for (const auto& body : tune::read_record_file(rec).bodies) {
+    try { // a copy or cast around the reduction may be recorded too
+      auto r = std::make_unique<tune::replayed>(body, "");
+      if (r->kind == "reduction") rp = std::move(r);
+    } catch (const kiln::error&) {
+    }
+  }
+  REQUIRE(rp);
+  CHECK(rp->out_type == kiln::dtype::i64);
+  rp->run();
+  const std::vector<double> out = rp->output(); // inputs replayed as 1
+  REQUIRE(out.size() == std::size_t(rows));
+  for (double v : out)
+    CHECK(v == double(cols));
+  const tune::replay_output ro{rp.get()};
+  REQUIRE(kiln::detail::result_dtype(ro) == kiln::dtype::i64);
+  // One off in a sum of 10^5 is a wrong configuration, not rounding (f32's 1e-4 would pass it).
+  std::vector<double> off = out;
+  off[std::size_t(test::draw(0, int(rows) - 1))] += 1;
+  CHECK(tune::detail::agree_reduced(kiln::detail::result_dtype(ro), out, out));
+  CHECK(!tune::detail::agree_reduced(kiln::detail::result_dtype(ro), out, off));
+}
+
+TEST_CASE("tuning: the record of launches' path is changed while other threads read it, each "
+          "reading one whole path",
+          "[tune]") {
+  // Two paths of one length: an unguarded string would be overwritten in place under a reader.
+  const std::string a = temp_db("record-a-" + std::string(60, 'a'));
+  const std::string b = temp_db("record-b-" + std::string(60, 'b'));
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> torn{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 3; ++k)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const std::string s = tune::record_path();
+        if (!(s.empty() || s == a || s == b)) ++torn;
+        ++reads;
+      }
+    });
+  // Until the readers have read while it flips, however late they start.
+  const int flips = test::draw(20000, 40000);
+  for (int i = 0; i < flips || reads.load() < 10000; ++i)
+    tune::record_to(i % 2 ? a : b);
+  stop = true;
+  for (auto& th : readers)
+    th.join();
+  tune::record_to("");
+  CHECK(torn == 0);
+  CHECK(reads > 0);
+  CHECK(!tune::recording());
+  CHECK(tune::record_path().empty());
+}
+
+TEST_CASE("tuning: the selector's database stays alive for a caller while another thread "
+          "points the selector at another file",
+          "[tune]") {
+  const std::string p1 = temp_db("sel-one.kdb"), p2 = temp_db("sel-two.kdb");
+  const std::size_t n1 = std::size_t(test::draw(1, 10)), n2 = n1 + std::size_t(test::draw(1, 10));
+  {
+    tune::database d1(p1), d2(p2);
+    for (std::size_t i = 0; i < n2; ++i) {
+      if (i < n1) d1.append(measured("workgroup=64,groups=" + std::to_string(i), 10));
+      d2.append(measured("workgroup=32,groups=" + std::to_string(i), 20));
+    }
+  }
+  auto& sel = tune::selector::instance();
+  sel.use(p1);
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> bad{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 2; ++k)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const auto db = sel.db();
+        if (!db) {
+          ++bad;
+          continue;
+        }
+        const std::string path = db->path();
+        const std::size_t n = db->records().size();
+        if (!((path == p1 && n == n1) || (path == p2 && n == n2))) ++bad;
+        ++reads;
+      }
+    });
+  const int flips = test::draw(1000, 2000);
+  for (int i = 0; i < flips || reads.load() < 1000; ++i)
+    sel.use(i % 2 ? p2 : p1);
+  stop = true;
+  for (auto& th : readers)
+    th.join();
+  sel.use("");
+  CHECK(bad == 0);
+  CHECK(reads > 0);
 }

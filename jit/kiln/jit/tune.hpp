@@ -62,20 +62,14 @@ std::vector<double> as_doubles(const std::vector<T>& v) {
   return out;
 }
 
-// Reductions add in another order under another configuration: agreement within a few
-// units in the last place of the type, relative to the larger value.
-template <class T>
-bool agree_reduced(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  const double tol = std::is_integral_v<T> ? 0.0 : sizeof(T) >= 8 ? 1e-12 : 1e-4;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i])) {
-      if (std::isnan(a[i]) != std::isnan(b[i])) return false;
-      continue;
-    }
-    if (std::abs(a[i] - b[i]) > tol * std::max(std::abs(a[i]), std::abs(b[i]))) return false;
-  }
-  return true;
+// The dtype a result holds, which sets how a reduction's results must agree: a tensor's, or
+// what a replayed launch says it produced (replay.hpp); else its value_type's.
+template <class R>
+dtype result_dtype(const R& r) {
+  if constexpr (requires { r.dtype(); })
+    return r.dtype();
+  else
+    return dtype_of<typename R::value_type>();
 }
 
 } // namespace detail
@@ -83,7 +77,6 @@ bool agree_reduced(const std::vector<double>& a, const std::vector<double>& b) {
 template <class F>
 tune_report tune(F&& f, const tune_options& o = {}) {
   using result_t = std::remove_cvref_t<decltype(f())>;
-  using T = typename result_t::value_type;
   jit::tune::launch_hook probe;
   {
     detail::hook_scope s(probe);
@@ -145,7 +138,10 @@ tune_report tune(F&& f, const tune_options& o = {}) {
     kiln::detail::poison_new_storage() = false;
   };
   t.output = [&] { return detail::as_doubles(last->to_vector()); };
-  if (site.sp->family() == "reduction") t.agree = detail::agree_reduced<T>;
+  if (site.sp->family() == "reduction") // compared after a run: `last` holds its result
+    t.agree = [&](const std::vector<double>& a, const std::vector<double>& b) {
+      return jit::tune::detail::agree_reduced(detail::result_dtype(*last), a, b);
+    };
   const std::string path = o.db.empty() ? jit::tune::database_path() : o.db;
   if (path.empty())
     throw error("tune", "no tuning database to write",
@@ -161,7 +157,7 @@ tune_report tune(F&& f, const tune_options& o = {}) {
   rep.fallback = t.sp->format(rep.result.fallback);
   // This process's launches see the new choice (the selector re-reads its own file).
   auto& sel = jit::tune::selector::instance();
-  if (sel.db() && sel.db()->path() == path) sel.reload();
+  if (const auto open = sel.db(); open && open->path() == path) sel.reload();
   return rep;
 }
 

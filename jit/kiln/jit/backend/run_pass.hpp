@@ -98,8 +98,7 @@ inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass&
                      [&be, &cp](const tune::config& c) { cp.kernels_at(be, c); });
   const pass_shape shape = shape_of(cfg);
   const auto& kernels = cp.kernels_at(be, cfg);
-  if (!tune::record_path().empty())
-    tune::record_pass(be.tuning_identity(), cp.id, {tune::log2_floor(n)}, p);
+  if (tune::recording()) tune::record_pass(be.tuning_identity(), cp.id, {tune::log2_floor(n)}, p);
   const auto& dsts = p.targets;
   const auto& dst_layouts = p.target_layouts;
   const int rank = extents.size();

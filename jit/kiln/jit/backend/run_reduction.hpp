@@ -97,7 +97,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
                      [plan_for, kernels_for](const tune::config& c) {
                        kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]));
                      });
-  if (!tune::record_path().empty())
+  if (tune::recording())
     tune::record_reduction(tuning_identity(), cr.id,
                            {tune::log2_floor(r.count), tune::log2_floor(r.nout)}, r);
   const reduce_plan plan = plan_for(cfg);

@@ -8,7 +8,8 @@
 // flock, so two processes tuning into one file interleave whole lines; a writer killed
 // mid-line leaves a line whose checksum fails, which readers skip and the next writer ends
 // with a newline before its own. A file that does not begin with the header is foreign:
-// reading it finds nothing, writing to it is a kiln::error (it is not ours to append to).
+// reading it finds nothing, writing to it is a kiln::error (it is not ours to append to); a
+// file shorter than the header is foreign too unless it is the header's beginning.
 // `m` records are every measured configuration (a killed tuning run resumes from them, and
 // reports plot them); `c` records are what evaluation reads: the latest for a key wins.
 #include "kiln/error.hpp"
@@ -16,6 +17,8 @@
 #include "kiln/jit/cache/hash.hpp"
 
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
@@ -61,10 +64,24 @@ inline std::string field(std::string_view s) {
   return out.empty() ? "-" : out;
 }
 
+// Numbers as the file holds them, whatever locale the program set (printf, strtod and
+// iostreams would follow a ',' decimal point): std::to_chars, the shortest text that reads
+// back to the same double.
 inline std::string number(double x) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
+}
+// With `digits` significant digits (progress lines), as %.*g would write it in "C".
+inline std::string number(double x, int digits) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, digits);
+  return std::string(buf, res.ptr);
+}
+inline std::string number(std::int64_t x) {
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
 }
 
 inline std::string checksum(std::string_view body) { return hash_of(body).hex().substr(0, 16); }
@@ -133,17 +150,12 @@ inline std::vector<std::string_view> split_tabs(std::string_view s) {
   }
 }
 
+// The whole of s as a number (std::from_chars: no locale, no leading '+' or spaces).
 template <class T>
 bool parse_number(std::string_view s, T& out) {
   if (s.empty() || s.size() > 40) return false;
-  const std::string z(s);
-  char* end = nullptr;
-  errno = 0;
-  if constexpr (std::is_floating_point_v<T>)
-    out = std::strtod(z.c_str(), &end);
-  else
-    out = std::strtoll(z.c_str(), &end, 10);
-  return errno == 0 && end == z.c_str() + z.size();
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
 }
 
 } // namespace detail
@@ -154,8 +166,8 @@ inline std::string encode(const record& r) {
   std::string body = std::string(1, r.kind) + "\t" + field(r.device) + "\t" + field(r.family) +
                      "\t" + field(r.kernel) + "\t" + field(r.size) + "\t" + field(r.config) + "\t" +
                      detail::number(r.median_ns) + "\t" + detail::number(r.iqr_ns) + "\t" +
-                     std::to_string(r.runs) + "\t" + field(r.status) + "\t" +
-                     std::to_string(r.time);
+                     detail::number(r.runs) + "\t" + field(r.status) + "\t" +
+                     detail::number(r.time);
   return detail::checked_line(body);
 }
 
@@ -247,12 +259,16 @@ private:
       return; // read again next time
     std::size_t at = 0;
     if (read_ == 0) {
-      if (text.size() < db_header.size() + 1) return; // a header still being written
-      if (text.compare(0, db_header.size() + 1, std::string(db_header) + "\n") != 0) {
+      // Shorter than the header: a header still being written only where it is the
+      // header's beginning; anything else ("abcd") is someone else's file.
+      const std::string header = std::string(db_header) + "\n";
+      const std::size_t n = std::min(text.size(), header.size());
+      if (text.compare(0, n, header, 0, n) != 0) {
         stats_.foreign = true;
         return;
       }
-      at = db_header.size() + 1;
+      if (text.size() < header.size()) return;
+      at = header.size();
     }
     const std::size_t before = records_.size();
     for (;;) {

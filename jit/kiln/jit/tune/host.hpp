@@ -68,15 +68,15 @@ inline void open_database_once() { (void)selector::instance().generation_after_o
 
 inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref& k,
                                              std::int64_t elements) {
-  const bool recording = !record_path().empty();
-  if (!current_hook() && !recording) {
+  const bool rec = recording();
+  if (!current_hook() && !rec) {
     open_database_once();
     if (!host_tuned().load(std::memory_order_relaxed)) {
       // Nothing to ask for this host: passes stop calling until something changes. A tuner
       // starting meanwhile counts itself before it sets the flag, so it is never lost.
       auto& wanted = kiln::detail::host_chooser_wanted();
       wanted.store(false);
-      if (kiln::detail::active_tuners().load() > 0 || host_tuned().load() || !record_path().empty())
+      if (kiln::detail::active_tuners().load() > 0 || host_tuned().load() || recording())
         wanted.store(true);
       return {};
     }
@@ -84,7 +84,7 @@ inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref
   auto& st = detail::host_state(k);
   const space& sp = host_tuning_space();
   const size_bucket bucket{log2_floor(std::max<std::int64_t>(elements, 1))};
-  if (recording) record_host(host_identity(), st.id, bucket);
+  if (rec) record_host(host_identity(), st.id, bucket);
   const config c =
       st.choices.get(nullptr, host_identity(), sp, st.id, bucket, [](const config&) {});
   return {static_cast<int>(c[hp::threads]), c[hp::grain], static_cast<int>(c[hp::stream])};
@@ -94,7 +94,7 @@ inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref
 inline bool install_host_chooser() {
   kiln::detail::host_chooser_slot().store(&host_choice, std::memory_order_release);
   kiln::detail::host_chooser_wanted().store(true); // the first pass reads the database
-  (void)record_path(); // KILN_TUNE_RECORD read now: a host-only program records too
+  (void)recording(); // KILN_TUNE_RECORD read now: a host-only program records too
   return true;
 }
 

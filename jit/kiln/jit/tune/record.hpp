@@ -15,7 +15,10 @@
 #include "kiln/jit/tune/space.hpp"
 #include "kiln/settings.hpp"
 
+#include <atomic>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <set>
 
 namespace kiln::jit::tune {
@@ -230,34 +233,55 @@ inline ir::kernel_ir read_ir(token_reader& r, op_arena& a) {
 }
 
 // --- the recorder
-// KILN_TUNE_RECORD, read once; record_to changes it (a program recording one phase).
-inline std::string& record_path_slot() {
-  static std::string p = [] {
+// KILN_TUNE_RECORD, read once; record_to changes it (a program recording one phase) while
+// other threads launch: the path is published as an immutable string under a mutex, and
+// launches test only `on` (one relaxed load), never the string.
+struct record_state {
+  std::atomic<bool> on{false};
+  std::mutex mutex;
+  std::shared_ptr<const std::string> path; // under mutex; never null
+  record_state() {
     std::string v = settings::text("KILN_TUNE_RECORD").value_or("");
     if (!v.empty()) kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed);
-    return v;
-  }();
-  return p;
+    on.store(!v.empty(), std::memory_order_relaxed);
+    path = std::make_shared<const std::string>(std::move(v));
+  }
+};
+inline record_state& record_slot() {
+  static record_state s;
+  return s;
 }
-inline const std::string& record_path() { return record_path_slot(); }
+// Whether launches are being recorded: what every launch asks.
+inline bool recording() { return record_slot().on.load(std::memory_order_relaxed); }
+// The file launches are recorded to ("" when none); a copy, as record_to may change it.
+inline std::string record_path() {
+  auto& s = record_slot();
+  std::lock_guard lock(s.mutex);
+  return *s.path;
+}
 inline void record_to(const std::string& path) {
   if (!path.empty()) kiln::detail::host_chooser_wanted().store(true, std::memory_order_relaxed);
-  record_path_slot() = path;
+  auto next = std::make_shared<const std::string>(path);
+  auto& s = record_slot();
+  std::lock_guard lock(s.mutex);
+  s.path = std::move(next);
+  s.on.store(!path.empty(), std::memory_order_relaxed);
 }
 
 // Appends a line (a checksum, a tab, the tokens) once per distinct key in this process.
 inline void record_line(const std::string& key, const std::string& body) {
   static std::mutex m;
   static std::set<std::string> seen;
+  const std::string path = record_path(); // one path for the write and its error
+  if (path.empty()) return;               // record_to("") since the launch asked
   {
     std::lock_guard lock(m);
     if (!seen.insert(key).second) return;
   }
-  detail::append_line(record_path(), {}, detail::checked_line(body) + "\n",
-                      [](const std::string& reason, const std::string& details) {
+  detail::append_line(path, {}, detail::checked_line(body) + "\n",
+                      [&path](const std::string& reason, const std::string& details) {
                         throw error("KILN_TUNE_RECORD",
-                                    "the record of launches " + record_path() + " " + reason,
-                                    details);
+                                    "the record of launches " + path + " " + reason, details);
                       });
 }
 

@@ -210,11 +210,11 @@ private:
   layout out_layout_;
 };
 
-// What kiln::tune reads of a replayed launch: its output, and the type that sets the
-// tolerance of a reduction's comparison.
+// What kiln::tune reads of a replayed launch: its output, and its dtype, which sets how a
+// reduction's results must agree (integers exactly, each float type to its precision).
 struct replay_output {
   replayed* rp;
-  using value_type = float; // the tolerance of f32; f64 outputs agree to it too
+  kiln::dtype dtype() const { return rp->out_type; }
   std::vector<double> to_vector() const { return rp->output(); }
 };
 

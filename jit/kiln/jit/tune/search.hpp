@@ -2,12 +2,14 @@
 // Tuning one kernel at one size: which configurations to try, in what order, within a
 // budget; each one's output checked against the default configuration's; every measurement
 // appended to the database as it is made, so a killed run resumes where it stopped (the
-// configurations measured before are read back, not measured again); the best few re-timed
-// interleaved, and a winner kept only where it beats the default by more than the noise.
+// configurations measured before are read back, not measured again; a forced run reads back
+// nothing); the best few re-timed interleaved, and a winner kept only where it beats the
+// default by more than the noise.
 //   - spaces of at most `exhaustive_up_to` legal configurations: all of them;
 //   - larger ones: successive halving over a random sample (seeded): every sampled
 //     configuration timed briefly, the better half timed again for longer, and so on;
 //   - candidates compiled in parallel on `compile_threads` threads, timing serial.
+#include "kiln/dtype.hpp"
 #include "kiln/jit/tune/database.hpp"
 #include "kiln/jit/tune/measure.hpp"
 #include "kiln/jit/tune/space.hpp"
@@ -45,7 +47,7 @@ struct search_options {
   int final_rounds = 15;
   std::uint64_t seed = 1;
   timing_options timing;
-  bool force = false;                               // tune again where the database has a choice
+  bool force = false; // tune again where the database has a choice, measuring everything anew
   std::function<void(const std::string&)> progress; // a progress line; none: quiet
 };
 
@@ -66,6 +68,41 @@ inline bool same_values(const std::vector<double>& a, const std::vector<double>&
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+// How far two configurations' results of a reduction may differ, relative to the larger
+// value: they add in another order, so by the precision of the result's own type. Integers
+// and bools exactly (no rounding to hide behind); f32 by 1e-4 (long sums drift past a few
+// ulp); f16 and bf16 by about four of their ulp, at least f32's.
+inline double reduction_tolerance(dtype d) {
+  switch (d) {
+  case dtype::f64:
+    return 1e-12;
+  case dtype::f32:
+    return 1e-4;
+  case dtype::f16:
+    return 4e-3;
+  case dtype::bf16:
+    return 3e-2;
+  default:
+    return 0;
+  }
+}
+
+// Whether a reduction's results under two configurations agree, in the result's dtype;
+// NaN agrees with NaN only.
+inline bool agree_reduced(dtype d, const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  const double tol = reduction_tolerance(d);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return false;
+      continue;
+    }
+    if (a[i] == b[i]) continue; // infinities, and exact integers
+    if (!(std::abs(a[i] - b[i]) <= tol * std::max(std::abs(a[i]), std::abs(b[i])))) return false;
+  }
   return true;
 }
 
@@ -91,18 +128,21 @@ inline search_result search(const target& t, database& db, const search_options&
     return r;
   };
   // What the database already holds for this key: a choice, and measured configurations.
+  // Forced, neither counts: earlier measurements are what a re-tune means to replace (another
+  // driver, a busier machine), so every configuration is measured again.
   std::map<config, record> done;
   const record probe = key_record('m', res.fallback);
-  for (const record& r : db.records()) {
-    if (!r.same_key(probe)) continue;
-    if (r.kind == 'c' && !o.force && r.status == "ok") {
-      res.already_tuned = true;
-      if (auto c = sp.parse(r.config)) res.chosen = *c;
-      res.chosen_ns = r.median_ns;
-    } else if (r.kind == 'm') {
-      if (auto c = sp.parse(r.config)) done[*c] = r;
+  if (!o.force)
+    for (const record& r : db.records()) {
+      if (!r.same_key(probe)) continue;
+      if (r.kind == 'c' && r.status == "ok") {
+        res.already_tuned = true;
+        if (auto c = sp.parse(r.config)) res.chosen = *c;
+        res.chosen_ns = r.median_ns;
+      } else if (r.kind == 'm') {
+        if (auto c = sp.parse(r.config)) done[*c] = r;
+      }
     }
-  }
   if (res.already_tuned) return res;
 
   const std::vector<config> legal = sp.legal();
@@ -210,10 +250,10 @@ inline search_result search(const target& t, database& db, const search_options&
       all.push_back(c);
     if (!all.empty()) {
       const config b = best_of(all);
-      line += "best " + sp.format(b) + " " + detail::number(timed[b].median_ns / 1e3) + " us";
+      line += "best " + sp.format(b) + " " + detail::number(timed[b].median_ns / 1e3, 6) + " us";
     }
     const double left = o.budget_seconds - elapsed();
-    line += ", " + detail::number(std::max(0.0, left)) + " s left";
+    line += ", " + detail::number(std::max(0.0, left), 3) + " s left";
     note(line);
   };
 

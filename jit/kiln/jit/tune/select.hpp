@@ -79,10 +79,11 @@ public:
   }
 
   // The database of this process (opened at first use); null with KILN_TUNE=off or no path.
-  database* db() {
+  // Shared: another thread's use() or reopen() may replace it while the caller reads it.
+  std::shared_ptr<database> db() {
     std::lock_guard lock(mutex_);
     open_locked();
-    return db_.get();
+    return db_;
   }
 
   // Whether any choice exists for this device: launches on a device without one take the
@@ -127,7 +128,7 @@ public:
     opened_ = true;
     opened_flag_.store(true, std::memory_order_release);
     off_ = false;
-    db_ = path.empty() ? nullptr : std::make_unique<database>(path);
+    db_ = path.empty() ? nullptr : std::make_shared<database>(path);
     index_locked();
   }
 
@@ -196,7 +197,7 @@ private:
     } catch (const error& e) {
       log(std::string("no tuning database: ") + e.what());
     }
-    if (!path.empty()) db_ = std::make_unique<database>(path);
+    if (!path.empty()) db_ = std::make_shared<database>(path);
     index_locked();
   }
 
@@ -231,7 +232,7 @@ private:
   bool opened_ = false;
   std::atomic<bool> opened_flag_{false}; // opened_, read without the lock
   bool off_ = false;
-  std::unique_ptr<database> db_;
+  std::shared_ptr<database> db_;
   std::vector<record> all_;
   std::map<std::string, std::vector<const record*>> by_device_;
   std::atomic<std::uint64_t> generation_{1};
