@@ -11,10 +11,12 @@ namespace kiln::detail {
 struct host_kernel_ref;
 
 struct host_launch {
-  int threads = 0;        // threads at most, the caller included (0: all of the pool's)
-  std::int64_t grain = 0; // fewest elements per task (0: by the tree's cost, pass_grain)
-  int stream = 0;         // 0: streaming stores past the cut-off (KILN_STREAM_BYTES);
-                          // 1: never; 2: wherever the outputs allow
+  int threads = 0;            // threads at most, the caller included (0: all of the pool's)
+  std::int64_t grain = 0;     // fewest elements per task (0: by the tree's cost, pass_grain)
+  int stream = 0;             // 0: streaming stores past the cut-off (KILN_STREAM_BYTES);
+                              // 1: never; 2: wherever the outputs allow
+  std::int64_t prefetch = -1; // bytes a load of a pass computing math functions asks for
+                              // ahead (-1: kernel.hpp's prefetch_bytes)
 };
 
 using host_chooser = host_launch (*)(const host_kernel_ref&, std::int64_t elements);

@@ -122,6 +122,11 @@ inline int pass_threads(const host_launch& launch) {
   return launch.threads > 0 ? std::min(launch.threads, all) : all;
 }
 
+// Bytes ahead a pass computing math functions prefetches: kernel.hpp's, or a tuned launch's.
+inline std::intptr_t pass_prefetch(const host_launch& launch) {
+  return launch.prefetch >= 0 ? static_cast<std::intptr_t>(launch.prefetch) : prefetch_bytes;
+}
+
 // Whether a pass touching `footprint` bytes, whose outputs allow it, streams its stores.
 inline bool streams(const host_launch& launch, std::int64_t footprint) {
   return launch.stream == 2 || (launch.stream == 0 && footprint >= stream_threshold());
@@ -200,7 +205,7 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
     const std::int64_t head = std::min(total, stream_head(out[first], b, std::size_t(k.lanes) * b));
     if (head > 0) {
       k.run({in, scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out, head, stream,
-             apart});
+             apart, pass_prefetch(launch)});
       done = head;
       for (std::size_t l = 0; l < nl; ++l)
         if (in[l])
@@ -213,7 +218,7 @@ inline bool run_contiguous_pass(const host_kernel_ref& k, std::span<const host_o
   }
   if (done < total)
     k.run({in, scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out, total - done,
-           stream, apart});
+           stream, apart, pass_prefetch(launch)});
   if (stream) stream_fence();
   return true;
 }
@@ -409,7 +414,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
                           : packed[nl + o];
         }
         k.run({in.data(), scalars.data(), m.slots.data(), m.store.data(), memo.n_slots, out.data(),
-               n, stream, apart});
+               n, stream, apart, pass_prefetch(launch)});
         for (std::size_t o = 0; o < no; ++o) {
           const std::int64_t s = st[o][outer];
           if (!active[o] || s == 1) continue;

@@ -28,6 +28,7 @@ struct node_ctx {
   const void* const* in;
   const flat_scalar* sc;
   memo_slot* const* slots;
+  std::intptr_t ahead; // bytes a load asks for ahead of itself (prefetch_ahead passes)
 };
 
 // Memo sites (memoized subtrees, memo.hpp) in a tree, once per occurrence.
@@ -56,10 +57,12 @@ struct eval_node;
 // machine this was measured on to run ahead, and waited on memory ~25% of its time at 2^24
 // elements (bench/RESULTS.md); a pass of plain arithmetic keeps them busy by itself, and a
 // prefetch per load cost it ~15% (the 5-point stencil of bench/heat2d.cpp, f64 2048^2).
-// The distance: 1 KiB. The heavy expression of bench/elementwise.cpp at 2^24, one thread,
-// on an AMD EPYC (AVX2): 0.94-0.98x the plain xsimd loop with 1 KiB, 0.79-0.94x with the
-// 4 KiB first chosen on a Xeon, 0.82-0.84x with none; no size below moved measurably.
-inline constexpr std::uintptr_t prefetch_bytes = 1024;
+// The distance: 1 KiB unless tuned (the host family's `prefetch`, kernel_args). The heavy
+// expression of bench/elementwise.cpp at 2^24, one thread, on an AMD EPYC (AVX2): 0.94-0.98x
+// the plain xsimd loop with 1 KiB, 0.79-0.94x with the 4 KiB first chosen on a Xeon,
+// 0.82-0.84x with none; no size below moved measurably. A distance of 0 asks for the line
+// being loaded: no effect, at the cost of the instruction.
+inline constexpr std::intptr_t prefetch_bytes = 1024;
 template <class Roots>
 inline constexpr bool prefetch_ahead = false;
 template <class... E>
@@ -75,8 +78,8 @@ struct eval_node<tensor<T>, Roots> {
     const T* p = static_cast<const T*>(c.in[0]) + j;
     // The address is formed as an integer: it may lie past the end.
     if constexpr (prefetch_ahead<Roots>)
-      __builtin_prefetch(
-          reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + prefetch_bytes));
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) +
+                                                       static_cast<std::uintptr_t>(c.ahead)));
     return batch<T>::load_unaligned(p);
   }
 };
@@ -134,7 +137,7 @@ private:
 
   template <std::size_t I>
   KILN_READER_INLINE static node_ctx child(node_ctx c) noexcept {
-    return {c.in + leaf_at[I], c.sc + scalar_at[I], c.slots + int(memo) + site_at[I]};
+    return {c.in + leaf_at[I], c.sc + scalar_at[I], c.slots + int(memo) + site_at[I], c.ahead};
   }
   template <std::size_t I>
   using child_t = eval_node<std::tuple_element_t<I, std::tuple<C...>>, Roots>;
@@ -247,6 +250,7 @@ struct kernel_args {
   // a multiple of L ends with one more batch over its last L elements (recomputing a few,
   // with the same arithmetic) instead of the tail's padded copies.
   bool apart = false;
+  std::intptr_t prefetch = prefetch_bytes; // bytes ahead, where the pass prefetches
 };
 
 // A pass type's kernel and what the host pass must know about it.
@@ -342,7 +346,8 @@ private:
     memo_slot* slots[n_memos ? n_memos : 1];
     void* out[n_out];
     std::int64_t n;
-    explicit frame(const kernel_args& a) : n(a.n) {
+    std::intptr_t ahead;
+    explicit frame(const kernel_args& a) : n(a.n), ahead(a.prefetch) {
       std::copy_n(a.in, n_leaves, in);
       std::copy_n(a.scalars, n_scalars, sc);
       std::copy_n(a.slots, n_memos, slots);
@@ -377,13 +382,8 @@ private:
   }
 
   template <std::size_t I>
-  KILN_READER_INLINE static node_ctx root(const void* const* in, const flat_scalar* sc,
-                                          memo_slot* const* slots) noexcept {
-    return {in + leaf_start[I], sc + scalar_start[I], slots + memo_start[I]};
-  }
-  template <std::size_t I>
   KILN_READER_INLINE static node_ctx root(const frame& f) noexcept {
-    return root<I>(f.in, f.sc, f.slots);
+    return {f.in + leaf_start[I], f.sc + scalar_start[I], f.slots + memo_start[I], f.ahead};
   }
   // Whether output I is filled by this run: always in a one-output pass (no test).
   template <std::size_t I>

@@ -13,7 +13,7 @@
 namespace kiln::jit::tune {
 
 namespace hp {
-enum : std::size_t { threads, grain, stream };
+enum : std::size_t { threads, grain, stream, prefetch };
 } // namespace hp
 
 inline space host_space(int pool_threads) {
@@ -31,7 +31,12 @@ inline space host_space(int pool_threads) {
                  "streaming stores: 0 past the cut-off (KILN_STREAM_BYTES), 1 never, 2 wherever "
                  "the outputs allow",
                  {0, 1, 2},
-                 0}});
+                 0},
+                {"prefetch",
+                 "bytes ahead a load asks for, in passes computing math functions (0: the line "
+                 "it loads)",
+                 {0, 256, 1024, 4096, 16384},
+                 kiln::detail::prefetch_bytes}});
 }
 
 namespace detail {
@@ -87,7 +92,8 @@ inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref
   if (rec) record_host(host_identity(), st.id, bucket);
   const config c =
       st.choices.get(nullptr, host_identity(), sp, st.id, bucket, [](const config&) {});
-  return {static_cast<int>(c[hp::threads]), c[hp::grain], static_cast<int>(c[hp::stream])};
+  return {static_cast<int>(c[hp::threads]), c[hp::grain], static_cast<int>(c[hp::stream]),
+          c[hp::prefetch]};
 }
 
 // Installed by the runtime (src.hpp) at static initialization.
