@@ -8,7 +8,9 @@
 // results differ from the op's own are rejected.
 #include "vulkan_support.hpp"
 
+#include "kiln/ir/lower.hpp"
 #include "kiln/jit/tune.hpp"
+#include "kiln/jit/tune/op_tunables.hpp"
 
 #include <filesystem>
 #include <random>
@@ -354,4 +356,30 @@ TEST_CASE("tuning: storage made while a tuner checks a configuration's output st
     for (std::int32_t v : i.to_vector())
       CHECK(v == -1);
   }
+}
+
+TEST_CASE("tuning: a custom op's values to tune over survive the record of launches, and the "
+          "read-back kernel offers them as parameters",
+          "[tune]") {
+  const kiln::tensor<float> x(kiln::shape{16});
+  kiln::jit::leaf_table lt;
+  const auto e = geometric(x) + series(x);
+  kiln::jit::collect(lt, e);
+  const kiln::jit::kernel_ir ir = kiln::jit::lower(lt.pattern, false, 1, false, e);
+  tune::token_writer w;
+  tune::write_ir(w, ir);
+  tune::op_arena arena;
+  tune::token_reader r(w.str());
+  const kiln::jit::kernel_ir back = tune::read_ir(r, arena);
+  const tune::space base("elementwise", {{"workgroup", "", {32, 64}, 64}});
+  const tune::space want = tune::op_tunables(ir).extend(base);
+  const tune::space got = tune::op_tunables(back).extend(base);
+  REQUIRE(got.size() == 3);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CHECK(got.params()[i].name == want.params()[i].name);
+    CHECK(got.params()[i].values == want.params()[i].values);
+    CHECK(got.params()[i].fallback == want.params()[i].fallback);
+  }
+  CHECK(got.params()[2].name == "series.TERMS");
+  CHECK(got.params()[2].values == std::vector<std::int64_t>{2, 4, 12});
 }

@@ -126,8 +126,12 @@ inline void write_ir(token_writer& w, const ir::kernel_ir& ir) {
     write_spelling(w, op->msl);
     write_spelling(w, op->device);
     w.num(std::int64_t(op->tunable_count));
-    for (std::size_t t = 0; t < op->tunable_count; ++t)
-      w.text(op->tunables[t].name).num(op->tunables[t].value);
+    for (std::size_t t = 0; t < op->tunable_count; ++t) {
+      const tunable& tu = op->tunables[t];
+      w.text(tu.name).num(tu.value).num(std::int64_t(tu.values.size()));
+      for (long long v : tu.values) // the values a tuner may try (op_tunables.hpp)
+        w.num(v);
+    }
     w.num(op->raw ? 1 : 0);
     if (op->raw) w.text(op->raw->inputs).text(op->raw->output).text(op->raw->body);
   }
@@ -150,6 +154,7 @@ struct op_arena {
   std::deque<std::string> strings;
   std::deque<spelling> spellings;
   std::deque<std::vector<tunable>> tunables; // one array per op: ir_op reads them in a row
+  std::deque<std::vector<long long>> values; // each tunable's values to tune over
   std::deque<raw_source> raws;
   std::deque<ir::ir_op> ops;
   const char* keep(const std::optional<std::string>& s) {
@@ -197,7 +202,14 @@ inline ir::kernel_ir read_ir(token_reader& r, op_arena& a) {
     auto& ts = a.tunables.emplace_back();
     for (std::size_t t = 0; t < o.tunable_count; ++t) {
       const char* name = a.keep(r.text());
-      ts.push_back({name, r.num()});
+      const long long value = r.num();
+      const auto count = r.num();
+      if (count < 0 || count > 4096)
+        throw error("kiln-tune", "a damaged record of launches", "a tunable's values");
+      auto& vs = a.values.emplace_back(static_cast<std::size_t>(count));
+      for (auto& v : vs)
+        v = r.num();
+      ts.push_back({name, value, {vs.data(), vs.size()}});
     }
     o.tunables = ts.empty() ? nullptr : ts.data();
     if (r.num()) {
@@ -268,8 +280,10 @@ inline void record_to(const std::string& path) {
   s.on.store(!path.empty(), std::memory_order_relaxed);
 }
 
-// Appends a line (a checksum, a tab, the tokens) once per distinct key in this process.
-inline void record_line(const std::string& key, const std::string& body) {
+// Appends a line (a checksum, a tab, the tokens body() writes) once per distinct key in this
+// process: a launch already recorded costs a set lookup, not its line.
+template <class Body>
+void record_line(const std::string& key, Body&& body) {
   static std::mutex m;
   static std::set<std::string> seen;
   const std::string path = record_path(); // one path for the write and its error
@@ -278,7 +292,7 @@ inline void record_line(const std::string& key, const std::string& body) {
     std::lock_guard lock(m);
     if (!seen.insert(key).second) return;
   }
-  detail::append_line(path, {}, detail::checked_line(body) + "\n",
+  detail::append_line(path, {}, detail::checked_line(body()) + "\n",
                       [&path](const std::string& reason, const std::string& details) {
                         throw error("KILN_TUNE_RECORD",
                                     "the record of launches " + path + " " + reason, details);
@@ -296,62 +310,68 @@ inline void write_operand(token_writer& w, const storage& s, std::int64_t offset
 inline void record_pass(const std::string& identity, const std::string& kernel,
                         const size_bucket& bucket, const device_pass& p) {
   const std::string key = "pass " + identity + " " + kernel + " " + format_bucket(bucket);
-  token_writer w;
-  w.text("pass").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
-  w.text(p.targets.front()->device().str().c_str());
-  write_ir(w, p.lowered.ir);
-  const int rank = p.extents.size();
-  w.num(rank);
-  for (int d = 0; d < rank; ++d)
-    w.num(p.extents[d]);
-  w.num(p.n);
-  w.num(std::int64_t(p.targets.size()));
-  for (std::size_t o = 0; o < p.targets.size(); ++o)
-    write_operand(w, *p.targets[o], p.target_layouts[o]->offset, p.strides[o], rank);
-  w.num(std::int64_t(p.inputs.size()));
-  for (std::size_t i = 0; i < p.inputs.size(); ++i)
-    write_operand(w, *p.inputs[i].storage, p.inputs[i].layout->offset,
-                  p.strides[p.targets.size() + i], rank);
-  w.num(std::int64_t(p.scalars.size()));
-  for (auto b : p.scalars)
-    w.num(static_cast<std::int64_t>(b));
-  record_line(key, w.str());
+  record_line(key, [&] {
+    token_writer w;
+    w.text("pass").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
+    w.text(p.targets.front()->device().str().c_str());
+    write_ir(w, p.lowered.ir);
+    const int rank = p.extents.size();
+    w.num(rank);
+    for (int d = 0; d < rank; ++d)
+      w.num(p.extents[d]);
+    w.num(p.n);
+    w.num(std::int64_t(p.targets.size()));
+    for (std::size_t o = 0; o < p.targets.size(); ++o)
+      write_operand(w, *p.targets[o], p.target_layouts[o]->offset, p.strides[o], rank);
+    w.num(std::int64_t(p.inputs.size()));
+    for (std::size_t i = 0; i < p.inputs.size(); ++i)
+      write_operand(w, *p.inputs[i].storage, p.inputs[i].layout->offset,
+                    p.strides[p.targets.size() + i], rank);
+    w.num(std::int64_t(p.scalars.size()));
+    for (auto b : p.scalars)
+      w.num(static_cast<std::int64_t>(b));
+    return w.str();
+  });
 }
 
 inline void record_reduction(const std::string& identity, const std::string& kernel,
                              const size_bucket& bucket, const device_reduction& r) {
   const std::string key = "reduction " + identity + " " + kernel + " " + format_bucket(bucket);
-  token_writer w;
-  w.text("reduction").text(identity.c_str()).text(kernel.c_str());
-  w.text(format_bucket(bucket).c_str()).text(r.out.device().str().c_str());
-  write_ir(w, r.lowered.ir);
-  w.text(r.info.name).num(r.info.builtin ? 1 : 0);
-  const int rank = r.extents.size();
-  w.num(rank);
-  for (int d = 0; d < rank; ++d)
-    w.num(r.extents[d]);
-  w.num(r.count).num(r.nout).num(int(r.value)).num(int(r.result));
-  w.num(std::int64_t(r.inputs.size()));
-  for (std::size_t i = 0; i < r.inputs.size(); ++i)
-    write_operand(w, *r.inputs[i].storage, r.inputs[i].layout->offset, r.strides[i], rank);
-  w.num(std::int64_t(r.scalars.size()));
-  for (auto b : r.scalars)
-    w.num(static_cast<std::int64_t>(b));
-  w.num(std::int64_t(r.params.size()));
-  for (double q : r.params) {
-    std::int64_t bits;
-    std::memcpy(&bits, &q, 8);
-    w.num(bits);
-  }
-  record_line(key, w.str());
+  record_line(key, [&] {
+    token_writer w;
+    w.text("reduction").text(identity.c_str()).text(kernel.c_str());
+    w.text(format_bucket(bucket).c_str()).text(r.out.device().str().c_str());
+    write_ir(w, r.lowered.ir);
+    w.text(r.info.name).num(r.info.builtin ? 1 : 0);
+    const int rank = r.extents.size();
+    w.num(rank);
+    for (int d = 0; d < rank; ++d)
+      w.num(r.extents[d]);
+    w.num(r.count).num(r.nout).num(int(r.value)).num(int(r.result));
+    w.num(std::int64_t(r.inputs.size()));
+    for (std::size_t i = 0; i < r.inputs.size(); ++i)
+      write_operand(w, *r.inputs[i].storage, r.inputs[i].layout->offset, r.strides[i], rank);
+    w.num(std::int64_t(r.scalars.size()));
+    for (auto b : r.scalars)
+      w.num(static_cast<std::int64_t>(b));
+    w.num(std::int64_t(r.params.size()));
+    for (double q : r.params) {
+      std::int64_t bits;
+      std::memcpy(&bits, &q, 8);
+      w.num(bits);
+    }
+    return w.str();
+  });
 }
 
 inline void record_host(const std::string& identity, const std::string& kernel,
                         const size_bucket& bucket) {
   const std::string key = "host " + identity + " " + kernel + " " + format_bucket(bucket);
-  token_writer w;
-  w.text("host").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
-  record_line(key, w.str());
+  record_line(key, [&] {
+    token_writer w;
+    w.text("host").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
+    return w.str();
+  });
 }
 
 } // namespace kiln::jit::tune
