@@ -88,6 +88,7 @@ public:
     l.max_groups = info.limits.max_workgroup_count_x;
     l.shared_bytes = 16384; // the least every Vulkan device has (maxComputeSharedMemorySize)
     l.cpu = info.identity.cpu;
+    if (info.limits.subgroup_shuffle) l.subgroup = info.limits.subgroup_size;
     return l;
   }
   std::string cannot_run(const std::array<bool, 9>& used) const override {

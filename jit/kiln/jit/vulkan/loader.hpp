@@ -10,6 +10,7 @@
 #include "kiln/settings.hpp"
 
 #include <array>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -179,6 +180,11 @@ struct device_limits {
   // Timestamps on the compute queue: meaningful bits (0: none) and nanoseconds per tick.
   std::uint32_t timestamp_valid_bits = 0;
   float timestamp_period = 0;
+  // Lanes per subgroup, and whether compute shaders have basic and relative shuffles (the
+  // subgroup reduction kernels; they shuffle 32- and 64-bit types only, so they need no
+  // shaderSubgroupExtendedTypes).
+  std::uint32_t subgroup_size = 0;
+  bool subgroup_shuffle = false;
 };
 struct physical_info {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
@@ -287,6 +293,9 @@ private:
       info.handle = pd;
       auto pushd = make<VkPhysicalDevicePushDescriptorPropertiesKHR>(
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
+      auto sub = make<VkPhysicalDeviceSubgroupProperties>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+      pushd.pNext = &sub;
       auto props =
           make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
       props.pNext = &pushd;
@@ -307,6 +316,12 @@ private:
       info.limits.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
       info.limits.max_push_descriptors = pushd.maxPushDescriptors;
       info.limits.timestamp_period = p.limits.timestampPeriod;
+      info.limits.subgroup_size = sub.subgroupSize;
+      info.limits.subgroup_shuffle =
+          (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+          (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
+          (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT) &&
+          std::has_single_bit(sub.subgroupSize);
 
       auto f12 = make<VkPhysicalDeviceVulkan12Features>(
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
