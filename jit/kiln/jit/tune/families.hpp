@@ -56,8 +56,10 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
                 {"groups", "workgroups wanted, which sets the chunks of long reductions", groups,
                  std::min(default_groups, l.max_groups)},
                 {"subgroup",
-                 "1: subgroup shuffles combine lanes before the shared-memory tree (where the "
-                 "device has them)",
+                 lanes > 0 ? "1: each subgroup (" + std::to_string(lanes) +
+                                 " lanes) folds by shuffles before the shared-memory tree"
+                           : std::string("0 only: the device has no subgroup shuffles in "
+                                         "compute shaders"),
                  lanes > 0 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{0}, 0}},
                [shared, lanes](const config& c) -> std::string {
                  if (c[red::group] * reduce_shared_per_lane > shared)
