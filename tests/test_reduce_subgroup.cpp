@@ -1,14 +1,18 @@
 // Subgroup reductions (kernels/reduce_template.hpp's subgroup fold; the reduction family's
 // `subgroup` parameter): the space's legality; forced on vulkan:0 at group sizes 32..256 in
 // the thread, group and partial + merge stages for sum, max, argmax and argmin with ties,
-// mean, var and a custom reduction (two accumulators each), over f32, f64 and i32 inputs,
-// against double references computed here; and the CUDA sources with warp shuffles, which
-// NVRTC compiles and ptxas assembles.
+// mean, var and a custom reduction (two accumulators each), any and all (a bool state), over
+// f32, f64 and i32 inputs, against double references computed here; GLSL sources of the
+// state types a run here does not reach (64-bit indices, 8-bit integers), which shaderc
+// compiles and spirv-val accepts; and the CUDA sources with warp shuffles, which NVRTC
+// compiles and ptxas assembles.
 #include "cuda_codegen_support.hpp"
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/pipeline/reduce_plan.hpp"
 #include "kiln/jit/tune.hpp"
+#include "kiln/jit/vulkan/glsl_reduce.hpp"
+#include "kiln/jit/vulkan/shaderc.hpp"
 #include "kiln/kiln.hpp"
 
 #include <cmath>
@@ -98,8 +102,9 @@ auto forced(const tune::config& c, F&& f) {
 struct row_refs {
   double sum = 0, max = 0, mean = 0, var = 0, range = 0;
   std::int64_t argmax = 0, argmin = 0;
+  bool any = false, all = true; // of x >= hi, of x > -hi
 };
-row_refs refs_of(const double* x, std::int64_t n) {
+row_refs refs_of(const double* x, std::int64_t n, double hi) {
   row_refs r;
   double lo = x[0];
   r.max = x[0];
@@ -107,6 +112,8 @@ row_refs refs_of(const double* x, std::int64_t n) {
     r.sum += x[i];
     if (x[i] > r.max) r.max = x[i], r.argmax = i; // the first of ties
     if (x[i] < lo) lo = x[i], r.argmin = i;
+    r.any = r.any || x[i] >= hi;
+    r.all = r.all && x[i] > -hi;
   }
   r.mean = r.sum / double(n);
   for (std::int64_t i = 0; i < n; ++i)
@@ -138,9 +145,11 @@ void check_type(const kiln::device& dev, const tune::space& sp,
        {std::pair<std::int64_t, std::int64_t>{300, 20}, {500, 100}, {2000, 300}, {3, 100000}}) {
     const std::vector<T> xv = draws<T>(std::size_t(rows * cols));
     const std::vector<double> xh(xv.begin(), xv.end());
+    // any and all (a bool state) true in some short rows, false in others.
+    const T hi = std::is_integral_v<T> ? T(49) : T(9.75);
     std::vector<row_refs> want;
     for (std::int64_t r = 0; r < rows; ++r)
-      want.push_back(refs_of(xh.data() + r * cols, cols));
+      want.push_back(refs_of(xh.data() + r * cols, cols, double(hi)));
     const auto x = kiln::from(xv, kiln::shape{rows, cols}, dev);
     for (const std::int64_t group : {32, 64, 128, 256}) {
       tune::config c = sp.defaults();
@@ -169,19 +178,22 @@ void check_type(const kiln::device& dev, const tune::space& sp,
       const auto mean = values([&] { return kiln::mean(x, {1}); });
       const auto var = values([&] { return kiln::var(x, {1}); });
       const auto range = values([&] { return mylib::range(x, {1}); });
+      const auto any = values([&] { return kiln::any(x >= hi, {1}); });
+      const auto all = values([&] { return kiln::all(x > T(-hi), {1}); });
       std::size_t wrong = 0;
       for (std::size_t r = 0; r < std::size_t(rows); ++r) {
         const row_refs& w = want[r];
         const bool ok = close(sum[r], w.sum, 1e-7) && max[r] == w.max &&
                         amax[r] == double(w.argmax) && amin[r] == double(w.argmin) &&
                         close(mean[r], w.mean, 1e-6) && close(var[r], w.var, 1e-5) &&
-                        range[r] == w.range;
+                        range[r] == w.range && any[r] == double(w.any) && all[r] == double(w.all);
         if (!ok && wrong++ == 0) {
           UNSCOPED_INFO("row " << r << ": sum " << sum[r] << " / " << w.sum << ", max " << max[r]
                                << " / " << w.max << ", argmax " << amax[r] << " / " << w.argmax
                                << ", argmin " << amin[r] << " / " << w.argmin << ", mean "
                                << mean[r] << " / " << w.mean << ", var " << var[r] << " / " << w.var
-                               << ", range " << range[r] << " / " << w.range);
+                               << ", range " << range[r] << " / " << w.range << ", any " << any[r]
+                               << " / " << w.any << ", all " << all[r] << " / " << w.all);
         }
       }
       INFO(wrong << " of " << rows << " rows wrong");
@@ -244,15 +256,22 @@ TEST_CASE("subgroup reductions on vulkan:0: sum, max, argmax and argmin with tie
 
 namespace {
 
-// A reduction kernel's CUDA source with subgroup folding (as run_reduction specializes it).
+// The spec run_reduction makes for R over values of type V, with subgroup folding.
 template <class R, class V>
-std::string subgroup_source(const jit::kernel_ir& ir, jit::reduce_stage stage, int group) {
+jit::reduce_spec spec_of(jit::reduce_stage stage, int group = 64) {
   const dtype v = kiln::dtype_of<V>();
   jit::reduce_spec spec{&kiln::reduction_info_of<R>, stage, v,
                         kiln::reduction_info_of<R>.accumulator(v, true),
                         kiln::dtype_of<typename R::template result<V>>()};
   spec.group = group;
   spec.subgroup = true;
+  return spec;
+}
+
+// A reduction kernel's CUDA source with subgroup folding (as run_reduction specializes it).
+template <class R, class V>
+std::string subgroup_source(const jit::kernel_ir& ir, jit::reduce_stage stage, int group) {
+  const jit::reduce_spec spec = spec_of<R, V>(stage, group);
   const jit::kernel_ir sir = jit::stage_ir(ir, spec);
   return jit::cuda::generate_reduction(
       sir, jit::param_layout(sir, jit::cuda::max_param_bytes, jit::reduce_extras), spec);
@@ -309,4 +328,41 @@ TEST_CASE("subgroup reductions: CUDA sources with warp shuffles compile and asse
   }
   const auto ptx = cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
   CHECK(!ptx.bytes.empty());
+}
+
+TEST_CASE("subgroup reductions: GLSL sources with 64-bit indices and sums, 8-bit and bool states "
+          "compile with shaderc and pass spirv-val",
+          "[reduce][subgroup][glsl]") {
+  namespace rd = kiln::reductions;
+  const kiln::tensor<std::int64_t> l(kiln::shape{8, 8});
+  const kiln::tensor<bool> b(kiln::shape{8, 8});
+  const kiln::tensor<double> d(kiln::shape{8, 8});
+  const auto wide = cuda_test::ir_of(true, 2, true, l * l);     // 64-bit index and accumulators
+  const auto bools = cuda_test::ir_of(false, 1, false, b && b); // bool and uint8_t states
+  const auto dwide = cuda_test::ir_of(false, 1, true, d * d);   // double with 64-bit index
+  auto glsl = [](const jit::kernel_ir& ir, const jit::reduce_spec& spec) {
+    const jit::kernel_ir sir = jit::stage_ir(ir, spec);
+    return jit::glsl::generate_reduction(sir, jit::param_layout(sir, 128, jit::reduce_extras),
+                                         spec);
+  };
+  std::vector<std::pair<std::string, std::string>> srcs;
+  for (const auto st : {jit::reduce_stage::group, jit::reduce_stage::merge}) {
+    const std::string at = st == jit::reduce_stage::group ? " group" : " merge";
+    srcs.push_back({"argmax i64" + at, glsl(wide, spec_of<rd::argmax, std::int64_t>(st))});
+    srcs.push_back({"sum i64" + at, glsl(wide, spec_of<rd::sum, std::int64_t>(st))});
+    srcs.push_back({"argmin f64" + at, glsl(dwide, spec_of<rd::argmin, double>(st))});
+    srcs.push_back({"max bool" + at, glsl(bools, spec_of<rd::max, bool>(st))});
+    srcs.push_back({"any bool" + at, glsl(bools, spec_of<rd::any, bool>(st))});
+  }
+  CHECK(srcs[0].second.find("int64_t kiln_shfl(int64_t x, uint h)") != std::string::npos);
+  CHECK(srcs[3].second.find("uint8_t kiln_shfl(uint8_t x, uint h)") != std::string::npos);
+  CHECK(srcs[4].second.find("bool kiln_shfl(bool x, uint h)") != std::string::npos);
+  const auto& compiler = jit::glsl_compiler::instance();
+  for (const auto& [what, src] : srcs) {
+    INFO(what << ":\n" << src);
+    const auto m = compiler.compile(src);
+    const auto [ok, why] = jit::validate_spirv(m.words);
+    INFO(why);
+    CHECK((ok || why == "spirv-val not found"));
+  }
 }
