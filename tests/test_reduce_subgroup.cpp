@@ -6,8 +6,9 @@
 // state types a run here does not reach (64-bit indices, 8-bit integers), which shaderc
 // compiles and spirv-val accepts; and the CUDA sources with warp shuffles, which NVRTC
 // compiles and ptxas assembles.
+#include "vulkan_support.hpp" // first: it asks Catch for its listener interfaces
+
 #include "cuda_codegen_support.hpp"
-#include "vulkan_support.hpp"
 
 #include "kiln/jit/pipeline/reduce_plan.hpp"
 #include "kiln/jit/tune.hpp"
@@ -141,8 +142,9 @@ void check_type(const kiln::device& dev, const tune::space& sp,
   // Rows shorter than thread_below (an invocation each), rows of one chunk (a workgroup
   // each; 100 is shorter than most groups, so lanes start from the identity) and few long
   // rows (partials, then the merge): plan_reduction says which.
-  for (const auto& [rows, cols] :
+  for (const auto& shape :
        {std::pair<std::int64_t, std::int64_t>{300, 20}, {500, 100}, {2000, 300}, {3, 100000}}) {
+    const std::int64_t rows = shape.first, cols = shape.second; // (lambdas capture them)
     const std::vector<T> xv = draws<T>(std::size_t(rows * cols));
     const std::vector<double> xh(xv.begin(), xv.end());
     // any and all (a bool state) true in some short rows, false in others.
