@@ -67,9 +67,10 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
                           std::to_string(c[red::group] * reduce_shared_per_lane) +
                           " bytes of workgroup memory, the device has " + std::to_string(shared);
                  // Whole subgroups only: the shuffles read lanes up to the subgroup's size.
-                 // (A workgroup that is a multiple of it runs as whole subgroups on every
-                 // driver kiln meets; Vulkan promises it only under REQUIRE_FULL_SUBGROUPS,
-                 // which kiln does not ask for.)
+                 // (Vulkan promises whole subgroups under REQUIRE_FULL_SUBGROUPS, which kiln
+                 // asks for where the device has computeFullSubgroups; elsewhere a group that
+                 // is a multiple of the subgroup size runs as whole subgroups on the drivers
+                 // kiln meets, and a tuner's output check rejects a config that does not.)
                  if (c[red::subgroup] != 0 && c[red::group] < lanes)
                    return "subgroup = 1 needs group >= the device's " + std::to_string(lanes) +
                           " lanes per subgroup";

@@ -169,7 +169,8 @@ public:
         ctx_->make_pipeline(words,
                             kernel_layout{static_cast<std::uint32_t>(layout.buffers),
                                           layout.in_buffer ? 0u : layout.bytes, layout.in_buffer},
-                            static_cast<std::uint32_t>(k.workgroup));
+                            static_cast<std::uint32_t>(k.workgroup),
+                            source.find(kernels::glsl::subgroup_extensions) != std::string::npos);
     save_pipeline_cache();
     return true;
   }
