@@ -21,6 +21,8 @@
 #include "kiln/kernels/grid_spelling.hpp"
 #include "kiln/kernels/reduction_parts.hpp"
 
+#include <cctype>
+
 namespace kiln::kernels {
 
 inline constexpr int reduce_group_size = 64;
@@ -49,21 +51,32 @@ inline std::string state(const std::string& I, const reduction_parts& p) {
   return s;
 }
 
+// Whether statements s name identifier `name` (not as part of a longer one).
+inline bool names(const std::string& s, const std::string& name) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (auto at = s.find(name); at != std::string::npos; at = s.find(name, at + 1))
+    if ((at == 0 || !ident(s[at - 1])) &&
+        (at + name.size() == s.size() || !ident(s[at + name.size()])))
+      return true;
+  return false;
+}
+
 // The definitions of kiln_shfl for the state's types (subgroup kernels), each once.
 inline std::string shuffles(const grid_spelling& g, const std::string& I,
                             const reduction_parts& p) {
   const std::string a = g.shuffle(p.acc), i = g.shuffle(I);
-  return a == i ? a : a + i;
+  return a == i || !names(p.merge, "bi") ? a : a + i;
 }
 
 // The state of each subgroup folded into its lane 0 by shuffles down, with the reduction's
 // merge (any order). Every lane runs the shuffles (uniform control flow): a lane whose
-// source lane + h is past the subgroup still shuffles, and discards what it read.
+// source lane + h is past the subgroup still shuffles, and discards what it read. `ai` is
+// shuffled only where the merge reads `bi` (a sum's is never read: a shuffle saved).
 inline std::string subgroup_fold(const grid_spelling& g, const std::string& I,
                                  const reduction_parts& p) {
   std::string s = "    for (uint h = " + g.subgroup_size + " / 2u; h > 0u; h >>= 1) {\n";
   s += "      const " + p.acc + " b = kiln_shfl(a, h);\n      const " + I +
-       " bi = kiln_shfl(ai, h);\n";
+       " bi = " + (names(p.merge, "bi") ? "kiln_shfl(ai, h)" : "ai") + ";\n";
   if (!p.init2.empty()) s += "      const " + p.acc + " b2 = kiln_shfl(a2, h);\n";
   return s + "      if (" + g.lane + " + h < " + g.subgroup_size + ") {\n" + p.merge +
          "      }\n    }\n";
