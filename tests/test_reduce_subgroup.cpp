@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 namespace tune = kiln::jit::tune;
@@ -76,19 +77,20 @@ kiln::jit::jit_backend& jit_of(const kiln::device& d) {
   return *be;
 }
 
-// f()'s values with the reduction configuration c forced on f's reduction kernel (its id
-// learned from an unforced run).
+// f()'s values with the reduction configuration c forced on f's reduction kernel, whose id
+// an unforced run learns where `kernel` is empty (the id is the same at every size here).
 template <class F>
-auto forced(const tune::config& c, F&& f) {
-  tune::launch_hook probe;
-  {
-    kiln::detail::hook_scope s(probe);
-    (void)f();
+auto forced(const tune::config& c, std::string& kernel, F&& f) {
+  if (kernel.empty()) {
+    tune::launch_hook probe;
+    {
+      kiln::detail::hook_scope s(probe);
+      (void)f();
+    }
+    for (const auto& site : probe.seen)
+      if (site.sp->family() == "reduction") kernel = site.kernel;
+    REQUIRE(!kernel.empty());
   }
-  std::string kernel;
-  for (const auto& site : probe.seen)
-    if (site.sp->family() == "reduction") kernel = site.kernel;
-  REQUIRE(!kernel.empty());
   tune::launch_hook h;
   h.force = &c;
   h.family = "reduction";
@@ -139,6 +141,7 @@ std::vector<T> draws(std::size_t n) {
 template <class T>
 void check_type(const kiln::device& dev, const tune::space& sp,
                 std::set<jit::reduce_stage>& stages) {
+  std::map<std::string, std::string> ids; // kernel ids by reduction
   // Rows shorter than thread_below (an invocation each), rows of one chunk (a workgroup
   // each; 100 is shorter than most groups, so lanes start from the identity) and few long
   // rows (partials, then the merge): plan_reduction says which.
@@ -164,8 +167,8 @@ void check_type(const kiln::device& dev, const tune::space& sp,
       const auto plan = jit::plan_reduction(cols, rows, c[tune::red::groups], "test", group,
                                             c[tune::red::thread_below]);
       stages.insert(plan.stage);
-      auto values = [&](auto&& make) {
-        const auto v = forced(c, [&] { return make().eval().to_vector(); });
+      auto values = [&](const std::string& what, auto&& make) {
+        const auto v = forced(c, ids[what], [&] { return make().eval().to_vector(); });
         REQUIRE(v.size() == std::size_t(rows));
         std::vector<double> d(v.begin(), v.end());
         return d;
@@ -173,15 +176,15 @@ void check_type(const kiln::device& dev, const tune::space& sp,
       auto close = [](double got, double ref, double rel) {
         return std::fabs(got - ref) <= rel * std::fabs(ref) + 1e-9;
       };
-      const auto sum = values([&] { return kiln::sum(x, {1}); });
-      const auto max = values([&] { return kiln::max(x, {1}); });
-      const auto amax = values([&] { return kiln::argmax(x, {1}); });
-      const auto amin = values([&] { return kiln::argmin(x, {1}); });
-      const auto mean = values([&] { return kiln::mean(x, {1}); });
-      const auto var = values([&] { return kiln::var(x, {1}); });
-      const auto range = values([&] { return mylib::range(x, {1}); });
-      const auto any = values([&] { return kiln::any(x >= hi, {1}); });
-      const auto all = values([&] { return kiln::all(x > T(-hi), {1}); });
+      const auto sum = values("sum", [&] { return kiln::sum(x, {1}); });
+      const auto max = values("max", [&] { return kiln::max(x, {1}); });
+      const auto amax = values("argmax", [&] { return kiln::argmax(x, {1}); });
+      const auto amin = values("argmin", [&] { return kiln::argmin(x, {1}); });
+      const auto mean = values("mean", [&] { return kiln::mean(x, {1}); });
+      const auto var = values("var", [&] { return kiln::var(x, {1}); });
+      const auto range = values("range", [&] { return mylib::range(x, {1}); });
+      const auto any = values("any", [&] { return kiln::any(x >= hi, {1}); });
+      const auto all = values("all", [&] { return kiln::all(x > T(-hi), {1}); });
       std::size_t wrong = 0;
       for (std::size_t r = 0; r < std::size_t(rows); ++r) {
         const row_refs& w = want[r];
