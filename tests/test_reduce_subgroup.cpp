@@ -210,7 +210,7 @@ void check_type(const kiln::device& dev, const tune::space& sp,
 } // namespace
 
 TEST_CASE("subgroup reductions: legal only where the device has subgroup shuffles and the "
-          "group holds whole subgroups; off by default; records without it are another space",
+          "group holds whole subgroups, off by default, and records without it are another space",
           "[reduce][subgroup][tune]") {
   tune::device_limits l;
   const tune::space none = tune::reduction_space(l, 64);
@@ -302,7 +302,7 @@ void add_sources(std::vector<std::string>& srcs, const jit::kernel_ir& ir, int g
 } // namespace
 
 TEST_CASE("subgroup reductions: CUDA sources with warp shuffles compile and assemble for every "
-          "state type (float, double, int, long long, unsigned char, bool; 32- and 64-bit "
+          "state type (float, double, int, long long, unsigned char, bool, with 32- and 64-bit "
           "indices)",
           "[reduce][subgroup][cuda][codegen]") {
   if (!cuda_test::nvrtc_or_skip()) return;
