@@ -15,6 +15,13 @@ struct grid_spelling {
   std::string group[2];   // workgroup index in x and y (unsigned)
   std::string groups[2];  // workgroup count in x and y (unsigned)
   std::string value_call; // opening of a call of the fused prologue: value_call + "i)"
+  // Subgroups (Vulkan subgroups, CUDA warps), for reductions that combine lanes by shuffles:
+  // the lane within its subgroup, the subgroup within the workgroup, lanes per subgroup and
+  // subgroups per workgroup (all unsigned, uniform but the first two), and the file-scope
+  // definition of `T kiln_shfl(T x, uint h)`, x of lane + h, for register type T (the
+  // same text for every T where one definition serves all).
+  std::string lane, subgroup, subgroup_size, subgroups;
+  std::string (*shuffle)(const std::string& type) = nullptr;
 };
 
 // Declarations of the flattened workgroup index `kiln_group` and count `kiln_groups`, in

@@ -5,8 +5,10 @@
 // input — and the reduction's parts (reduction_parts.hpp).
 //   group:  a workgroup of G per work unit (output o, chunk c): a strided partial per
 //           invocation over the chunk, then a tree over shared memory (no subgroup size
-//           assumed). With one chunk per output it stores the result (`store`), else the
-//           chunk's state (`partial`), which `merge` then combines: long reductions take
+//           assumed), or with `subgroup`, shuffles within each subgroup first and the tree
+//           over the subgroups' totals (fewer barriers; needs G >= the subgroup size).
+//           With one chunk per output it stores the result (`store`), else the chunk's
+//           state (`partial`), which `merge` then combines: long reductions take
 //           two passes, so no loop runs longer than a chunk.
 //   merge:  a workgroup per output over its chunks' partials (`load` defines b, bi, b2 of
 //           partial k), the same tree, then the result.
@@ -18,6 +20,8 @@
 // P.x3 = inputs per chunk. Every loop's trip count is bounded by the launch (launch_grid.hpp).
 #include "kiln/kernels/grid_spelling.hpp"
 #include "kiln/kernels/reduction_parts.hpp"
+
+#include <cctype>
 
 namespace kiln::kernels {
 
@@ -47,26 +51,65 @@ inline std::string state(const std::string& I, const reduction_parts& p) {
   return s;
 }
 
+// Whether statements s name identifier `name` (not as part of a longer one).
+inline bool names(const std::string& s, const std::string& name) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (auto at = s.find(name); at != std::string::npos; at = s.find(name, at + 1))
+    if ((at == 0 || !ident(s[at - 1])) &&
+        (at + name.size() == s.size() || !ident(s[at + name.size()])))
+      return true;
+  return false;
+}
+
+// The definitions of kiln_shfl for the state's types (subgroup kernels), each once.
+inline std::string shuffles(const grid_spelling& g, const std::string& I,
+                            const reduction_parts& p) {
+  const std::string a = g.shuffle(p.acc), i = g.shuffle(I);
+  return a == i || !names(p.merge, "bi") ? a : a + i;
+}
+
+// The state of each subgroup folded into its lane 0 by shuffles down, with the reduction's
+// merge (any order). Every lane runs the shuffles (uniform control flow): a lane whose
+// source lane + h is past the subgroup still shuffles, and discards what it read. `ai` is
+// shuffled only where the merge reads `bi` (a sum's is never read: a shuffle saved).
+inline std::string subgroup_fold(const grid_spelling& g, const std::string& I,
+                                 const reduction_parts& p) {
+  std::string s = "    for (uint h = " + g.subgroup_size + " / 2u; h > 0u; h >>= 1) {\n";
+  s += "      const " + p.acc + " b = kiln_shfl(a, h);\n      const " + I +
+       " bi = " + (names(p.merge, "bi") ? "kiln_shfl(ai, h)" : "ai") + ";\n";
+  if (!p.init2.empty()) s += "      const " + p.acc + " b2 = kiln_shfl(a2, h);\n";
+  return s + "      if (" + g.lane + " + h < " + g.subgroup_size + ") {\n" + p.merge +
+         "      }\n    }\n";
+}
+
 // The tree over the G partials in shared memory; invocation 0 is left with the total in
 // (a, ai) and runs `last`. A barrier closes it: the next unit reuses the arrays.
+// With `subgroup`, each subgroup's lane 0 puts its subgroup's total (subgroup_fold) at the
+// subgroup's index, and the tree starts at half the subgroup count instead of G / 2.
 inline std::string tree(const grid_spelling& g, const std::string& I, const reduction_parts& p,
-                        const std::string& last, int G) {
+                        const std::string& last, int G, bool subgroup = false) {
   const bool two = !p.init2.empty();
-  auto put = [&](const std::string& pad) {
-    return pad + "kiln_sa[lid] = a;\n" + pad + "kiln_si[lid] = ai;\n" +
-           (two ? pad + "kiln_sa2[lid] = a2;\n" : "");
+  auto put = [&](const std::string& pad, const std::string& at) {
+    return pad + "kiln_sa[" + at + "] = a;\n" + pad + "kiln_si[" + at + "] = ai;\n" +
+           (two ? pad + "kiln_sa2[" + at + "] = a2;\n" : "");
   };
   auto get = [&](const std::string& pad, const std::string& at) {
     return pad + "a = kiln_sa[" + at + "];\n" + pad + "ai = kiln_si[" + at + "];\n" +
            (two ? pad + "a2 = kiln_sa2[" + at + "];\n" : "");
   };
-  std::string s = put("    ") + "    " + g.barrier + "\n";
-  s += "    for (uint h = " + std::to_string(G / 2) +
-       "u; h > 0u; h >>= 1) {\n      if (lid < h) {\n" + get("        ", "lid");
+  std::string s;
+  if (subgroup)
+    s = subgroup_fold(g, I, p) + "    if (" + g.lane + " == 0u) {\n" + put("      ", g.subgroup) +
+        "    }\n";
+  else
+    s = put("    ", "lid");
+  s += "    " + g.barrier + "\n";
+  s += "    for (uint h = " + (subgroup ? g.subgroups + " / 2u" : std::to_string(G / 2) + "u") +
+       "; h > 0u; h >>= 1) {\n      if (lid < h) {\n" + get("        ", "lid");
   s += "        const " + p.acc + " b = kiln_sa[lid + h];\n        const " + I +
        " bi = kiln_si[lid + h];\n";
   if (two) s += "        const " + p.acc + " b2 = kiln_sa2[lid + h];\n";
-  s += p.merge + put("        ") + "      }\n      " + g.barrier + "\n    }\n";
+  s += p.merge + put("        ", "lid") + "      }\n      " + g.barrier + "\n    }\n";
   s += "    if (lid == 0u) {\n" + get("      ", "0") + last + "    }\n";
   return s + "    " + g.barrier + "\n";
 }
@@ -78,9 +121,12 @@ inline std::string finish(const reduction_parts& p) {
 } // namespace detail
 
 // partial: store each chunk's state at unit w instead of the result of output o.
+// subgroup: fold each subgroup by shuffles before the tree (detail::tree).
 inline std::string reduce_group(const grid_spelling& g, const std::string& I,
-                                const reduction_parts& p, bool partial, int G) {
-  std::string s = detail::shared_arrays(g, I, p, G) + detail::entry(g, G) + "\n";
+                                const reduction_parts& p, bool partial, int G,
+                                bool subgroup = false) {
+  std::string s = detail::shared_arrays(g, I, p, G) + (subgroup ? detail::shuffles(g, I, p) : "") +
+                  detail::entry(g, G) + "\n";
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  const " + I + " units = P.x1 * P.x2;\n";
   s += "  for (" + I + " w = kiln_group; w < units; w += kiln_groups) {\n";
@@ -92,20 +138,21 @@ inline std::string reduce_group(const grid_spelling& g, const std::string& I,
        ")) {\n";
   s += "      const " + p.value + " v = " + g.value_call + "o * P.x0 + r);\n" + p.combine;
   s += "    }\n";
-  s += detail::tree(g, I, p, partial ? p.partial : detail::finish(p), G);
+  s += detail::tree(g, I, p, partial ? p.partial : detail::finish(p), G, subgroup);
   return s + "  }\n}\n";
 }
 
 inline std::string reduce_merge(const grid_spelling& g, const std::string& I,
-                                const reduction_parts& p, int G) {
-  std::string s = detail::shared_arrays(g, I, p, G) + detail::entry(g, G) + "\n";
+                                const reduction_parts& p, int G, bool subgroup = false) {
+  std::string s = detail::shared_arrays(g, I, p, G) + (subgroup ? detail::shuffles(g, I, p) : "") +
+                  detail::entry(g, G) + "\n";
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  for (" + I + " o = kiln_group; o < P.x1; o += kiln_groups) {\n";
   s += detail::state(I, p);
   s += "    for (" + I + " c = " + I + "(lid); c < P.x2; c += " + I + "(" + std::to_string(G) +
        ")) {\n";
   s += "      const " + I + " k = o * P.x2 + c;\n" + p.load + p.merge + "    }\n";
-  s += detail::tree(g, I, p, detail::finish(p), G);
+  s += detail::tree(g, I, p, detail::finish(p), G, subgroup);
   return s + "  }\n}\n";
 }
 

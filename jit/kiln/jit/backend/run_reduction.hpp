@@ -14,15 +14,17 @@
 
 #include <cstring>
 #include <map>
+#include <tuple>
 
 namespace kiln::jit {
 
 // A reduction's kernels on one backend, per stage: the stage depends on the sizes and the
 // device, not on the expression, so one lowering may be compiled for several.
-// Kept per stage and workgroup size (the reduction family's tuned `group`).
+// Kept per stage, workgroup size and subgroup folding (the reduction family's tuned `group`
+// and `subgroup`).
 struct compiled_reduction : executor_state {
   std::mutex mutex;
-  std::map<std::pair<reduce_stage, int>, std::vector<std::shared_ptr<kernel>>> kernels;
+  std::map<std::tuple<reduce_stage, int, bool>, std::vector<std::shared_ptr<kernel>>> kernels;
   std::string id; // the tuning database's kernel id
   tune::choice_memo choices;
 };
@@ -57,7 +59,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
   const reduce_spec base{&r.info,  reduce_stage::thread,
                          r.value,  r.info.accumulator(r.value, has_f64),
                          r.result, has_f64 ? dtype::f64 : dtype::f32};
-  // The plan and the kernels of one configuration (compiled once per stage and group size).
+  // The plan and the kernels of one configuration (compiled once per stage, group size and
+  // subgroup folding).
   // (By value: a tuner may call them after this reduction returned.)
   auto plan_for = [count = r.count, nout = r.nout, name = r.info.name](const tune::config& c) {
     reduce_plan p = plan_reduction(count, nout, c[tune::red::groups], name, c[tune::red::group],
@@ -65,8 +68,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
     p.first.preferred = p.merge.preferred = c[tune::red::groups];
     return p;
   };
-  auto kernels_for = [this, &cr, &lp, base](const reduce_plan& plan, int group) {
-    const auto key = std::make_pair(plan.stage, group);
+  auto kernels_for = [this, &cr, &lp, base](const reduce_plan& plan, int group, bool subgroup) {
+    const auto key = std::make_tuple(plan.stage, group, subgroup);
     {
       std::lock_guard lock(cr.mutex);
       if (auto it = cr.kernels.find(key); it != cr.kernels.end()) return it->second;
@@ -74,6 +77,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
     reduce_spec spec = base;
     spec.stage = plan.stage;
     spec.group = group;
+    spec.subgroup = subgroup;
     std::vector<std::shared_ptr<kernel>> ks;
     const kernel_ir ir = stage_ir(lp.ir, spec);
     auto used = ir.dtypes_used();
@@ -95,7 +99,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
       cr.choices.get(this, tuning_identity(), reduction_space(), cr.id,
                      {tune::log2_floor(r.count), tune::log2_floor(r.nout)},
                      [plan_for, kernels_for](const tune::config& c) {
-                       kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]));
+                       kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]),
+                                   c[tune::red::subgroup] != 0);
                      });
   if (tune::recording())
     tune::record_reduction(tuning_identity(), cr.id,
@@ -105,6 +110,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
   reduce_spec spec = base;
   spec.stage = stage;
   spec.group = static_cast<int>(cfg[tune::red::group]);
+  spec.subgroup = cfg[tune::red::subgroup] != 0;
   if (r.params.size() != std::size_t(r.info.params))
     throw error(r.info.name, "the reduction takes another number of run-time parameters",
                 std::to_string(r.params.size()) + " given, " + std::to_string(r.info.params) +
@@ -123,8 +129,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
     first_bits.push_back(b);
     merge_bits.push_back(b);
   }
-  const std::vector<std::shared_ptr<kernel>> ks =
-      kernels_for(plan, static_cast<int>(cfg[tune::red::group]));
+  const std::vector<std::shared_ptr<kernel>> ks = kernels_for(plan, spec.group, spec.subgroup);
   const kernel& kn = *ks[0];
   std::vector<buffer_arg> args;
   std::vector<std::int64_t> offsets;

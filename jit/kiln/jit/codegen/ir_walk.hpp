@@ -309,7 +309,7 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
       p.load += "      const " + p.acc +
                 " b2 = " + d.load(spec.acc, d.element(ir, spec.carries_index() ? 2 : 1, "k")) +
                 ";\n";
-    return kernels::reduce_merge(g, I, p, spec.group);
+    return kernels::reduce_merge(g, I, p, spec.group, spec.subgroup);
   }
   std::string s = value_function(d, ir, spec.value, value_params);
   switch (spec.stage) {
@@ -322,9 +322,9 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
     if (spec.info->second)
       p.partial += "      " + d.element(ir, nin + (spec.carries_index() ? 2 : 1), "w") + " = " +
                    d.store(spec.acc, "a2") + ";\n";
-    return s + kernels::reduce_group(g, I, p, true, spec.group);
+    return s + kernels::reduce_group(g, I, p, true, spec.group, spec.subgroup);
   default:
-    return s + kernels::reduce_group(g, I, p, false, spec.group);
+    return s + kernels::reduce_group(g, I, p, false, spec.group, spec.subgroup);
   }
 }
 

@@ -84,6 +84,7 @@ public:
     l.max_workgroup = 1024;
     l.max_groups = limits_.max_x;
     l.shared_bytes = 48 * 1024; // static __shared__ per block on every architecture
+    l.subgroup = 32;            // warps, and __shfl_down_sync on every architecture kiln runs
     return l;
   }
   std::uint32_t max_inline_params() const override { return param_limit_; }

@@ -27,6 +27,9 @@ struct reduce_spec {
   dtype param_type = dtype::f64; // the run-time parameters' (f32 where the device has no f64)
   int group = kernels::reduce_group_size; // workgroup size of the group, partial, merge stages
                                           // and invocations per group of the thread stage
+  // Whether the group, partial and merge stages fold each subgroup by shuffles before their
+  // shared-memory tree (the reduction family's tuned `subgroup`; the device must allow it).
+  bool subgroup = false;
   int params() const { return info->params; }
   // Whether `ai` carries state between passes (argmax's index, a float product's exponent).
   bool carries_index() const { return info->carries_index(acc); }

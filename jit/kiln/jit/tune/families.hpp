@@ -38,7 +38,7 @@ inline space elementwise_space(const device_limits& l, std::int64_t default_work
 
 // reduction: the kernel templates of kernels/reduce_template.hpp with a fused prologue.
 namespace red {
-enum : std::size_t { group, thread_below, groups };
+enum : std::size_t { group, thread_below, groups, subgroup };
 } // namespace red
 
 // Shared memory a reduction's tree needs per invocation at most: two 8-byte accumulators
@@ -53,7 +53,7 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
   if (std::find(groups.begin(), groups.end(), default_groups) == groups.end())
     groups.push_back(default_groups);
   std::sort(groups.begin(), groups.end());
-  const std::int64_t shared = l.shared_bytes;
+  const std::int64_t shared = l.shared_bytes, lanes = l.subgroup;
   return space("reduction",
                {{"group", "invocations per workgroup (a power of two)", powers_of_two(32, wg_max),
                  kernels::reduce_group_size},
@@ -62,12 +62,26 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
                  {8, 16, 32, 64, 128, 256, 512},
                  kernels::reduce_group_size},
                 {"groups", "workgroups wanted, which sets the chunks of long reductions", groups,
-                 std::min(default_groups, l.max_groups)}},
-               [shared](const config& c) -> std::string {
+                 std::min(default_groups, l.max_groups)},
+                {"subgroup",
+                 lanes > 0 ? "1: each subgroup (" + std::to_string(lanes) +
+                                 " lanes) folds by shuffles before the shared-memory tree"
+                           : std::string("0 only: the device has no subgroup shuffles in "
+                                         "compute shaders"),
+                 lanes > 0 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{0}, 0}},
+               [shared, lanes](const config& c) -> std::string {
                  if (c[red::group] * reduce_shared_per_lane > shared)
                    return "group = " + std::to_string(c[red::group]) + " needs " +
                           std::to_string(c[red::group] * reduce_shared_per_lane) +
                           " bytes of workgroup memory, the device has " + std::to_string(shared);
+                 // Whole subgroups only: the shuffles read lanes up to the subgroup's size.
+                 // (Vulkan promises whole subgroups under REQUIRE_FULL_SUBGROUPS, which kiln
+                 // asks for where the device has computeFullSubgroups; elsewhere a group that
+                 // is a multiple of the subgroup size runs as whole subgroups on the drivers
+                 // kiln meets, and a tuner's output check rejects a config that does not.)
+                 if (c[red::subgroup] != 0 && c[red::group] < lanes)
+                   return "subgroup = 1 needs group >= the device's " + std::to_string(lanes) +
+                          " lanes per subgroup";
                  return {};
                });
 }

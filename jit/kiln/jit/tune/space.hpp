@@ -44,6 +44,9 @@ struct device_limits {
   std::int64_t shared_bytes = 16384; // workgroup-shared memory
   std::int64_t threads = 1;          // host threads
   bool cpu = false;                  // a CPU implementation (lavapipe)
+  // Lanes per subgroup where a reduction may combine lanes by subgroup shuffles (compute
+  // stage, basic and relative shuffles supported); 0 where it may not.
+  std::int64_t subgroup = 0;
 };
 
 class space {

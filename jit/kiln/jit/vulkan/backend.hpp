@@ -88,6 +88,7 @@ public:
     l.max_groups = info.limits.max_workgroup_count_x;
     l.shared_bytes = 16384; // the least every Vulkan device has (maxComputeSharedMemorySize)
     l.cpu = info.identity.cpu;
+    if (info.limits.subgroup_shuffle) l.subgroup = info.limits.subgroup_size;
     return l;
   }
   std::string cannot_run(const std::array<bool, 9>& used) const override {
@@ -168,7 +169,8 @@ public:
         ctx_->make_pipeline(words,
                             kernel_layout{static_cast<std::uint32_t>(layout.buffers),
                                           layout.in_buffer ? 0u : layout.bytes, layout.in_buffer},
-                            static_cast<std::uint32_t>(k.workgroup));
+                            static_cast<std::uint32_t>(k.workgroup),
+                            source.find(kernels::glsl::subgroup_extensions) != std::string::npos);
     save_pipeline_cache();
     return true;
   }

@@ -281,8 +281,10 @@ public:
   }
 
   // --- kernels
+  // full_subgroups: the shader needs whole subgroups (a subgroup reduction), asked for where
+  // the device can promise them (device_features::full_subgroups).
   std::shared_ptr<pipeline> make_pipeline(std::span<const std::uint32_t> spirv, kernel_layout kl,
-                                          std::uint32_t workgroup) {
+                                          std::uint32_t workgroup, bool full_subgroups = false) {
     std::lock_guard lock(mutex_);
     require_open();
     auto p = std::make_shared<pipeline>();
@@ -320,6 +322,8 @@ public:
     ci.stage.module = p->module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &spec;
+    if (full_subgroups && info_.features.full_subgroups)
+      ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
     ci.layout = p->layout;
     check(fn_.vkCreateComputePipelines(device_, pipeline_cache(), 1, &ci, nullptr, &p->handle),
           "vkCreateComputePipelines");
@@ -420,6 +424,10 @@ private:
     f12.shaderInt8 = info.features.i8;
     f12.shaderFloat16 = info.features.f16;
     f12.storageBuffer8BitAccess = info.features.storage_buffer_8bit;
+    auto ssc = make<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
+    ssc.computeFullSubgroups = VK_TRUE;
+    if (info.features.full_subgroups) f12.pNext = &ssc;
     auto f11 = make<VkPhysicalDeviceVulkan11Features>(
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
     f11.storageBuffer16BitAccess = info.features.storage_buffer_16bit;
@@ -429,12 +437,13 @@ private:
     f.features.shaderInt64 = info.features.i64;
     f.features.shaderInt16 = info.features.i16;
     f.pNext = &f11;
-    const char* ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    const char* ext[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
+                         VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME};
     auto ci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
     ci.pNext = &f;
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
-    ci.enabledExtensionCount = 1;
+    ci.enabledExtensionCount = info.features.full_subgroups ? 2 : 1;
     ci.ppEnabledExtensionNames = ext;
     check(inst.vkCreateDevice(info.handle, &ci, nullptr, &device_), "vkCreateDevice");
 #define KILN_VK_LOAD_DEVICE(f)                                                                     \

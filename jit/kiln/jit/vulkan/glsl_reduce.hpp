@@ -14,7 +14,11 @@ inline std::string generate_reduction(const kernel_ir& ir, const param_layout& l
                                       const reduce_spec& spec) {
   const std::string body =
       codegen::reduction_body(glsl_dialect, kernels::glsl::spelling(), ir, spec);
-  return preamble(ir, layout, {spec.acc}, body) + body;
+  std::string pre = preamble(ir, layout, {spec.acc}, body);
+  // Extensions go right after #version, before any declaration.
+  if (spec.subgroup && spec.stage != reduce_stage::thread)
+    pre.insert(pre.find('\n') + 1, kernels::glsl::subgroup_extensions);
+  return pre + body;
 }
 
 } // namespace kiln::jit::glsl

@@ -10,6 +10,7 @@
 #include "kiln/settings.hpp"
 
 #include <array>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -165,6 +166,9 @@ inline VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityF
 struct device_features {
   bool f64 = false, i64 = false, i16 = false, i8 = false, f16 = false;
   bool storage_buffer_8bit = false, storage_buffer_16bit = false, push_descriptor = false;
+  // VK_EXT_subgroup_size_control's computeFullSubgroups: a subgroup reduction's pipeline
+  // then asks for whole subgroups, which Vulkan promises only so.
+  bool full_subgroups = false;
 };
 struct device_identity {
   std::uint32_t vendor_id = 0, device_id = 0, driver_version = 0, api_version = 0;
@@ -179,6 +183,11 @@ struct device_limits {
   // Timestamps on the compute queue: meaningful bits (0: none) and nanoseconds per tick.
   std::uint32_t timestamp_valid_bits = 0;
   float timestamp_period = 0;
+  // Lanes per subgroup, and whether compute shaders have basic and relative shuffles (the
+  // subgroup reduction kernels; they shuffle 32- and 64-bit types only, so they need no
+  // shaderSubgroupExtendedTypes).
+  std::uint32_t subgroup_size = 0;
+  bool subgroup_shuffle = false;
 };
 struct physical_info {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
@@ -287,6 +296,9 @@ private:
       info.handle = pd;
       auto pushd = make<VkPhysicalDevicePushDescriptorPropertiesKHR>(
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
+      auto sub = make<VkPhysicalDeviceSubgroupProperties>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+      pushd.pNext = &sub;
       auto props =
           make<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
       props.pNext = &pushd;
@@ -307,15 +319,38 @@ private:
       info.limits.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
       info.limits.max_push_descriptors = pushd.maxPushDescriptors;
       info.limits.timestamp_period = p.limits.timestampPeriod;
+      info.limits.subgroup_size = sub.subgroupSize;
+      info.limits.subgroup_shuffle =
+          (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+          (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
+          (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT) &&
+          std::has_single_bit(sub.subgroupSize);
 
+      std::uint32_t ne = 0;
+      vkEnumerateDeviceExtensionProperties(pd, nullptr, &ne, nullptr);
+      std::vector<VkExtensionProperties> ext(ne);
+      vkEnumerateDeviceExtensionProperties(pd, nullptr, &ne, ext.data());
+      bool size_control = false;
+      for (const auto& e : ext) {
+        if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
+          info.features.push_descriptor = true;
+        if (std::strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0)
+          size_control = true;
+      }
+      if (!info.features.push_descriptor) continue; // kiln binds buffers as push descriptors
+
+      auto ssc = make<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
       auto f12 = make<VkPhysicalDeviceVulkan12Features>(
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+      if (size_control) f12.pNext = &ssc; // only where the device has the extension
       auto f11 = make<VkPhysicalDeviceVulkan11Features>(
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
       f11.pNext = &f12;
       auto f = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
       f.pNext = &f11;
       vkGetPhysicalDeviceFeatures2(pd, &f);
+      info.features.full_subgroups = size_control && ssc.computeFullSubgroups;
       info.features.f64 = f.features.shaderFloat64;
       info.features.i64 = f.features.shaderInt64;
       info.features.i16 = f.features.shaderInt16;
@@ -323,15 +358,6 @@ private:
       info.features.f16 = f12.shaderFloat16;
       info.features.storage_buffer_8bit = f12.storageBuffer8BitAccess;
       info.features.storage_buffer_16bit = f11.storageBuffer16BitAccess;
-
-      std::uint32_t ne = 0;
-      vkEnumerateDeviceExtensionProperties(pd, nullptr, &ne, nullptr);
-      std::vector<VkExtensionProperties> ext(ne);
-      vkEnumerateDeviceExtensionProperties(pd, nullptr, &ne, ext.data());
-      for (const auto& e : ext)
-        if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
-          info.features.push_descriptor = true;
-      if (!info.features.push_descriptor) continue; // kiln binds buffers as push descriptors
 
       std::uint32_t nq = 0;
       vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
