@@ -231,9 +231,13 @@ TEST_CASE("subgroup reductions: legal only where the device has subgroup shuffle
   c[tune::red::subgroup] = 0;
   CHECK(wide.why_illegal(c).empty());
   CHECK(wide.format(wide.defaults()) == "group=64,thread_below=64,groups=64,subgroup=0");
-  // A database record of the three-parameter space is not a configuration of this one
-  // (select.hpp skips it).
-  CHECK(!wide.parse("group=64,thread_below=64,groups=64"));
+  // A database record of the three-parameter space stays valid: the new parameter takes its
+  // default, the value it was measured at; a name the space lacks does not parse.
+  const auto old = wide.parse("group=128,thread_below=64,groups=64");
+  REQUIRE(old);
+  CHECK(wide.format(*old) == "group=128,thread_below=64,groups=64,subgroup=0");
+  CHECK(!wide.parse("group=128,per_thread=4"));
+  CHECK(!wide.parse(""));
   CHECK(wide.parse("group=128,thread_below=64,groups=64,subgroup=1"));
 }
 
