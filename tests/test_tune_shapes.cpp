@@ -383,3 +383,58 @@ TEST_CASE("tuning: a custom op's values to tune over survive the record of launc
   CHECK(got.params()[2].name == "series.TERMS");
   CHECK(got.params()[2].values == std::vector<std::int64_t>{2, 4, 12});
 }
+
+TEST_CASE("tuning a custom op's tunables inside a reduction on vulkan:0: the reduction space "
+          "gains the parameter, and each value sums the right values",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t rows = 37, cols = 3001;
+  kiln::tensor<float> x = kiln::random::uniform<float>({rows, cols}, 22, -0.9, 0.9).to(*dev);
+  const auto xs = x.to_vector();
+  std::vector<double> ref(std::size_t(rows), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double y = 0;
+      for (int k = 0; k < 16; ++k)
+        y = y * double(xs[std::size_t(r * cols + c)]) + 1;
+      ref[std::size_t(r)] += y;
+    }
+  auto f = [&] { return kiln::tensor<float>(kiln::sum(geometric(x), {1})); };
+  tune::launch_hook probe;
+  {
+    kiln::detail::hook_scope s(probe);
+    (void)f();
+  }
+  REQUIRE(!probe.seen.empty());
+  const auto& site = probe.seen.front();
+  REQUIRE(site.sp->family() == "reduction");
+  const tune::space& sp = *site.sp;
+  REQUIRE(sp.size() == jit_of(*dev).reduction_space().size() + 1);
+  CHECK(sp.params().back().name == "geometric.STEP");
+  const auto made = kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load();
+  for (std::int64_t v : sp.params().back().values) {
+    for (std::int64_t g : {32, 128}) {
+      tune::config c = sp.defaults();
+      c[tune::red::group] = g;
+      c[sp.size() - 1] = v;
+      INFO("under " << sp.format(c));
+      tune::launch_hook h;
+      h.force = &c;
+      h.family = "reduction";
+      h.kernel = site.kernel;
+      std::vector<float> out;
+      {
+        kiln::detail::hook_scope s(h);
+        out = f().to_vector();
+      }
+      REQUIRE(tune::last_choice("reduction").cfg == c);
+      for (std::int64_t r = 0; r < rows; ++r)
+        CHECK(std::abs(out[std::size_t(r)] - ref[std::size_t(r)]) <=
+              1e-5 * std::abs(ref[std::size_t(r)]));
+    }
+  }
+  // Each value is code of its own: every (value, group) pair compiled (or loaded) its kernels.
+  CHECK(kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load() >=
+        made + 2 * sp.params().back().values.size());
+}

@@ -10,6 +10,7 @@
 #include "kiln/jit/pipeline/reduce_plan.hpp"
 #include "kiln/jit/tune/kernel_id.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
+#include "kiln/jit/tune/op_tunables.hpp"
 #include "kiln/jit/tune/record.hpp"
 
 #include <cstring>
@@ -20,13 +21,19 @@ namespace kiln::jit {
 
 // A reduction's kernels on one backend, per stage: the stage depends on the sizes and the
 // device, not on the expression, so one lowering may be compiled for several.
-// Kept per stage, workgroup size and subgroup folding (the reduction family's tuned `group`
-// and `subgroup`).
+// Kept per stage, workgroup size, subgroup folding (the reduction family's tuned `group`
+// and `subgroup`) and the values of the prologue's custom-op tunables.
 struct compiled_reduction : executor_state {
   std::mutex mutex;
-  std::map<std::tuple<reduce_stage, int, bool>, std::vector<std::shared_ptr<kernel>>> kernels;
+  std::map<std::tuple<reduce_stage, int, bool, std::vector<long long>>,
+           std::vector<std::shared_ptr<kernel>>>
+      kernels;
   std::string id; // the tuning database's kernel id
   tune::choice_memo choices;
+  // Where the reduced expression's custom ops offer tunables: them, and the family's space
+  // with them (tune/op_tunables.hpp).
+  std::unique_ptr<tune::op_tunables> ops;
+  std::unique_ptr<tune::space> own_space;
 };
 
 inline bool jit_backend::has_provider(const reduction_info& info) const {
@@ -52,6 +59,10 @@ inline void jit_backend::reduce(const device_reduction& r) {
   const auto state = lp.state_for(this, [&] {
     auto c = std::make_shared<compiled_reduction>();
     c->id = tune::reduction_id(lp.ir, r.info.name, r.info.params);
+    if (auto ops = std::make_unique<tune::op_tunables>(lp.ir); !ops->empty()) {
+      c->own_space = std::make_unique<tune::space>(ops->extend(reduction_space()));
+      c->ops = std::move(ops);
+    }
     return c;
   });
   auto& cr = static_cast<compiled_reduction&>(*state);
@@ -68,8 +79,13 @@ inline void jit_backend::reduce(const device_reduction& r) {
     p.first.preferred = p.merge.preferred = c[tune::red::groups];
     return p;
   };
-  auto kernels_for = [this, &cr, &lp, base](const reduce_plan& plan, int group, bool subgroup) {
-    const auto key = std::make_tuple(plan.stage, group, subgroup);
+  // The values a configuration gives the prologue's tunables (none where it has none).
+  auto values_for = [this, &cr](const tune::config& c) {
+    return cr.ops ? cr.ops->values_of(c, reduction_space().size()) : std::vector<long long>();
+  };
+  auto kernels_for = [this, &cr, &lp, base](const reduce_plan& plan, int group, bool subgroup,
+                                            const std::vector<long long>& values) {
+    const auto key = std::make_tuple(plan.stage, group, subgroup, values);
     {
       std::lock_guard lock(cr.mutex);
       if (auto it = cr.kernels.find(key); it != cr.kernels.end()) return it->second;
@@ -79,7 +95,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
     spec.group = group;
     spec.subgroup = subgroup;
     std::vector<std::shared_ptr<kernel>> ks;
-    const kernel_ir ir = stage_ir(lp.ir, spec);
+    const bool own_values = !cr.ops || cr.ops->defaults(values);
+    const kernel_ir ir = stage_ir(own_values ? lp.ir : cr.ops->apply(lp.ir, values), spec);
     auto used = ir.dtypes_used();
     used[static_cast<int>(spec.acc)] = true;
     if (const std::string why = cannot_run(used); !why.empty())
@@ -96,11 +113,11 @@ inline void jit_backend::reduce(const device_reduction& r) {
     return ks;
   };
   const tune::config cfg =
-      cr.choices.get(this, tuning_identity(), reduction_space(), cr.id,
-                     {tune::log2_floor(r.count), tune::log2_floor(r.nout)},
-                     [plan_for, kernels_for](const tune::config& c) {
+      cr.choices.get(this, tuning_identity(), cr.own_space ? *cr.own_space : reduction_space(),
+                     cr.id, {tune::log2_floor(r.count), tune::log2_floor(r.nout)},
+                     [plan_for, kernels_for, values_for](const tune::config& c) {
                        kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]),
-                                   c[tune::red::subgroup] != 0);
+                                   c[tune::red::subgroup] != 0, values_for(c));
                      });
   if (tune::recording())
     tune::record_reduction(tuning_identity(), cr.id,
@@ -129,7 +146,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
     first_bits.push_back(b);
     merge_bits.push_back(b);
   }
-  const std::vector<std::shared_ptr<kernel>> ks = kernels_for(plan, spec.group, spec.subgroup);
+  const std::vector<std::shared_ptr<kernel>> ks =
+      kernels_for(plan, spec.group, spec.subgroup, values_for(cfg));
   const kernel& kn = *ks[0];
   std::vector<buffer_arg> args;
   std::vector<std::int64_t> offsets;
