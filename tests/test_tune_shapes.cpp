@@ -73,7 +73,46 @@ struct series : kiln::op_base {
   using derivative = kiln::zero_gradient;
 };
 
+// A sum of squares whose combine adds b in SPLIT equal parts: a custom reduction's own
+// tunable, values to tune over listed.
+struct split_sumsq_def {
+  static constexpr const char* name = "split_sumsq";
+  static constexpr kiln::tunable tunables[] = {{"SPLIT", 1, kiln::tuning_values<1, 2, 4>}};
+  template <class T>
+  using acc_t = double;
+  template <class T>
+  using result = double;
+  template <class A>
+  static A identity() {
+    return 0;
+  }
+  template <class A, class V>
+  static A map(V v) {
+    return double(v) * double(v);
+  }
+  template <class A>
+  static A combine(const A& a, const A& b) {
+    return a + b;
+  }
+  template <class R, class A>
+  static R finish(const A& a, std::int64_t) {
+    return a;
+  }
+  static constexpr kiln::reduction_spelling device{
+      .accumulator = kiln::reduction_accumulator::floating,
+      .identity = "$A(0)",
+      .map = "b = $A(v) * $A(v);",
+      .combine = "for (int j = 0; j < ${SPLIT}; ++j) { a = a + b / $A(${SPLIT}); }",
+      .finish = "$R(a)"};
+};
+
 } // namespace ops
+
+template <class X>
+auto split_sumsq(const X& x, kiln::axes over = {}) {
+  return kiln::reduce_node<kiln::custom_reduction<ops::split_sumsq_def>, X>(x, std::move(over),
+                                                                            false);
+}
 
 template <class X>
 auto geometric(const X& x) {
@@ -437,4 +476,52 @@ TEST_CASE("tuning a custom op's tunables inside a reduction on vulkan:0: the red
   // Each value is code of its own: every (value, group) pair compiled (or loaded) its kernels.
   CHECK(kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load() >=
         made + 2 * sp.params().back().values.size());
+}
+
+TEST_CASE("tuning a custom reduction's own tunables on vulkan:0: the reduction space gains the "
+          "parameter, and each value reduces to the right values with code of its own",
+          "[tune][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  if (!jit_of(*dev).unsupported(kiln::dtype::f64).empty()) return; // a double accumulator
+  const std::int64_t rows = 23, cols = 5000;
+  kiln::tensor<float> x = kiln::random::normal<float>({rows, cols}, 23).to(*dev);
+  const auto xs = x.to_vector();
+  std::vector<double> ref(std::size_t(rows), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      ref[std::size_t(r)] += double(xs[std::size_t(r * cols + c)]) * xs[std::size_t(r * cols + c)];
+  auto f = [&] { return kiln::tensor<double>(split_sumsq(x, {1})); };
+  tune::launch_hook probe;
+  {
+    kiln::detail::hook_scope s(probe);
+    (void)f();
+  }
+  REQUIRE(!probe.seen.empty());
+  const auto& site = probe.seen.front();
+  REQUIRE(site.sp->family() == "reduction");
+  const tune::space& sp = *site.sp;
+  REQUIRE(sp.size() == jit_of(*dev).reduction_space().size() + 1);
+  CHECK(sp.params().back().name == "split_sumsq.SPLIT");
+  CHECK(sp.params().back().values == std::vector<std::int64_t>{1, 2, 4});
+  const auto made = kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load();
+  for (std::int64_t v : sp.params().back().values) {
+    tune::config c = sp.defaults();
+    c[tune::red::group] = 32;
+    c[sp.size() - 1] = v;
+    INFO("under " << sp.format(c));
+    tune::launch_hook h;
+    h.force = &c;
+    h.family = "reduction";
+    h.kernel = site.kernel;
+    std::vector<double> out;
+    {
+      kiln::detail::hook_scope s(h);
+      out = f().to_vector();
+    }
+    REQUIRE(tune::last_choice("reduction").cfg == c);
+    for (std::int64_t r = 0; r < rows; ++r)
+      CHECK(std::abs(out[std::size_t(r)] - ref[std::size_t(r)]) <= 1e-9 * ref[std::size_t(r)]);
+  }
+  CHECK(kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load() >= made + 3);
 }

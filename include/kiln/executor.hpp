@@ -66,6 +66,9 @@ public:
   std::string index;  // the kernel's index type (of `r` and `ai`)
   std::string count;  // the number of values folded into each output, an expression
   int param_base = 0; // the kernel scalar of the reduction's first run-time parameter
+  // The values ${NAME} takes in this kernel, where a tuner sets them (a custom reduction's
+  // tunables, reduction_info::tunables); empty: the definition's own.
+  std::span<const tunable> tunables;
   std::string param(int k) const { return "P.p" + std::to_string(param_base + k); }
 
 protected:
@@ -100,6 +103,9 @@ struct reduction_info {
   // Run-time parameters of the reduction (a custom one's: an L_p norm's p), at most 4:
   // scalars of every stage's kernel, so that a new value compiles nothing.
   int params = 0;
+  // A custom reduction's tunables (${NAME} in its device code): those listing values are
+  // tuning parameters (jit/tune/op_tunables.hpp).
+  std::span<const tunable> tunables = {};
 };
 
 // What an executor made of a lowering (its compiled kernels), kept beside the lowering so

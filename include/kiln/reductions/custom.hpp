@@ -72,7 +72,8 @@ std::string reduction_source(const char* text, const device_spelling& s,
       const std::string_view rest(p + 2);
       const std::size_t end = rest.find('}');
       const std::string_view name = rest.substr(0, end);
-      const tunable* tn = find_tunable(detail::tunables_of<Def>(), name);
+      const tunable* tn =
+          find_tunable(s.tunables.empty() ? detail::tunables_of<Def>() : s.tunables, name);
       if (!tn || end == std::string_view::npos)
         throw error(Def::name, "the reduction's device code uses a tunable it does not declare",
                     "${" + std::string(name) + "}");
@@ -134,6 +135,7 @@ struct custom_reduction {
   // Run-time parameters (at most 4): Def's map, combine and finish then take them last, as
   // a std::span<const double>; its device code reads them as $Q0 .. $Q3.
   static constexpr int params = detail::param_count_of<Def>();
+  static constexpr std::span<const tunable> tunables = detail::tunables_of<Def>();
   static_assert(params >= 0 && params <= 4, "kiln: a custom reduction takes at most 4 run-time "
                                             "parameters");
   template <class T>

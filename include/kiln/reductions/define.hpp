@@ -171,7 +171,7 @@ constexpr bool second_of() {
 template <class R>
 inline constexpr reduction_info reduction_info_of{
     R::name,    &R::accumulator,         &detail::carries_index_of<R>, detail::second_of<R>(),
-    &R::device, detail::builtin_of<R>(), detail::param_count_of<R>()};
+    &R::device, detail::builtin_of<R>(), detail::param_count_of<R>(),  detail::tunables_of<R>()};
 
 } // namespace kiln
 

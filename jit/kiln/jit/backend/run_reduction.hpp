@@ -59,7 +59,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
   const auto state = lp.state_for(this, [&] {
     auto c = std::make_shared<compiled_reduction>();
     c->id = tune::reduction_id(lp.ir, r.info.name, r.info.params);
-    if (auto ops = std::make_unique<tune::op_tunables>(lp.ir); !ops->empty()) {
+    if (auto ops = std::make_unique<tune::op_tunables>(lp.ir, r.info.name, r.info.tunables);
+        !ops->empty()) {
       c->own_space = std::make_unique<tune::space>(ops->extend(reduction_space()));
       c->ops = std::move(ops);
     }
@@ -94,6 +95,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
     spec.stage = plan.stage;
     spec.group = group;
     spec.subgroup = subgroup;
+    if (cr.ops) spec.tunables = cr.ops->reduction_tunables(values);
     std::vector<std::shared_ptr<kernel>> ks;
     const bool own_values = !cr.ops || cr.ops->defaults(values);
     const kernel_ir ir = stage_ir(own_values ? lp.ir : cr.ops->apply(lp.ir, values), spec);

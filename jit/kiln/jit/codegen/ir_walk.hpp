@@ -261,6 +261,7 @@ inline kernels::reduction_parts reduction_parts_of(const dialect& d, const reduc
                                                    const std::string& I, int param_base = 0) {
   reduction_spelling sp(d, I);
   sp.param_base = param_base;
+  sp.tunables = r.tunables;
   const reduction_code c = r.info->device(sp, {r.value, r.acc, r.result});
   kernels::reduction_parts p;
   p.value = cfamily::register_type(r.value);

@@ -30,6 +30,9 @@ struct reduce_spec {
   // Whether the group, partial and merge stages fold each subgroup by shuffles before their
   // shared-memory tree (the reduction family's tuned `subgroup`; the device must allow it).
   bool subgroup = false;
+  // The values of the reduction's tunables in this kernel, where a tuner sets them
+  // (empty: the definition's).
+  std::vector<tunable> tunables = {};
   int params() const { return info->params; }
   // Whether `ai` carries state between passes (argmax's index, a float product's exponent).
   bool carries_index() const { return info->carries_index(acc); }

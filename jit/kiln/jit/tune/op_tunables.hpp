@@ -1,9 +1,10 @@
 #pragma once
-// The tunables a kernel's custom ops offer to tune over (kiln::tunable's `values`): each one
-// a parameter after the family's own, named `<op>.<NAME>`, its default the op's own value;
-// and the kernel's IR under a configuration, with those ops' tunables set to its values (the
-// generated code differs, so each configuration compiles its own kernels). Kernel ids stay
-// those of the ops' own values.
+// The tunables a kernel's custom ops offer to tune over (kiln::tunable's `values`), and a
+// custom reduction's own: each one a parameter after the family's own, named `<op>.<NAME>`
+// (`<reduction>.<NAME>`), its default the definition's value; and the kernel's IR under a
+// configuration, with those ops' tunables set to its values, and the reduction's tunables
+// for its device code (the generated code differs, so each configuration compiles its own
+// kernels). Kernel ids stay those of the definitions' own values.
 #include "kiln/ir/ir.hpp"
 #include "kiln/jit/tune/space.hpp"
 
@@ -16,8 +17,11 @@ namespace kiln::jit::tune {
 
 class op_tunables {
 public:
-  // The tunables of `ir`'s ops that list values, in the order their ops first appear.
-  explicit op_tunables(const ir::kernel_ir& ir) {
+  // The tunables of `ir`'s ops that list values, in the order their ops first appear, then
+  // those of reduction `reduction` (its name; its definition's tunables `own`).
+  explicit op_tunables(const ir::kernel_ir& ir, const char* reduction = nullptr,
+                       std::span<const tunable> own = {})
+      : reduction_(reduction), own_(own) {
     for (const auto& in : ir.code) {
       if (!in.op) continue;
       bool seen = false;
@@ -27,6 +31,8 @@ public:
       for (std::size_t t = 0; t < in.op->tunable_count; ++t)
         if (!in.op->tunables[t].values.empty()) refs_.push_back({in.op, t});
     }
+    for (std::size_t t = 0; t < own_.size(); ++t)
+      if (!own_[t].values.empty()) refs_.push_back({nullptr, t});
   }
 
   bool empty() const { return refs_.empty(); }
@@ -37,8 +43,8 @@ public:
     std::vector<param> more;
     std::map<std::string, int> uses;
     for (const auto& r : refs_) {
-      const tunable& t = r.op->tunables[r.index];
-      std::string name = std::string(r.op->name) + "." + t.name;
+      const tunable& t = tunable_of(r);
+      std::string name = std::string(r.op ? r.op->name : reduction_) + "." + t.name;
       if (const int k = ++uses[name]; k > 1) name += "#" + std::to_string(k);
       std::vector<std::int64_t> vs(t.values.begin(), t.values.end());
       vs.push_back(t.value);
@@ -58,8 +64,21 @@ public:
   }
   bool defaults(const std::vector<long long>& values) const {
     for (std::size_t k = 0; k < refs_.size(); ++k)
-      if (values[k] != refs_[k].op->tunables[refs_[k].index].value) return false;
+      if (values[k] != tunable_of(refs_[k]).value) return false;
     return true;
+  }
+
+  // The reduction's tunables under `values` (for reduce_spec::tunables); empty where they
+  // keep the definition's values.
+  std::vector<tunable> reduction_tunables(const std::vector<long long>& values) const {
+    std::vector<tunable> out(own_.begin(), own_.end());
+    bool changed = false;
+    for (std::size_t k = 0; k < refs_.size(); ++k)
+      if (!refs_[k].op && out[refs_[k].index].value != values[k]) {
+        out[refs_[k].index].value = values[k];
+        changed = true;
+      }
+    return changed ? out : std::vector<tunable>();
   }
 
   // `ir` with its tuned ops replaced by copies whose tunables take `values`. The copies live
@@ -74,9 +93,12 @@ public:
 
 private:
   struct ref {
-    const ir::ir_op* op;
-    std::size_t index; // of the tunable in the op's
+    const ir::ir_op* op; // null: the reduction's own
+    std::size_t index;   // of the tunable in the op's (the reduction's)
   };
+  const tunable& tunable_of(const ref& r) const {
+    return r.op ? r.op->tunables[r.index] : own_[r.index];
+  }
 
   const std::map<const ir::ir_op*, const ir::ir_op*>& ops_for(const std::vector<long long>& vs) {
     std::lock_guard lock(mutex_);
@@ -85,6 +107,7 @@ private:
     std::map<const ir::ir_op*, std::vector<tunable>*> arrays;
     for (std::size_t k = 0; k < refs_.size(); ++k) {
       const ir::ir_op* op = refs_[k].op;
+      if (!op) continue;
       auto& a = arrays[op];
       if (!a) {
         a = &arrays_.emplace_back(op->tunables, op->tunables + op->tunable_count);
@@ -98,6 +121,8 @@ private:
     return it->second;
   }
 
+  const char* reduction_;
+  std::span<const tunable> own_;
   std::vector<ref> refs_;
   std::mutex mutex_;
   std::deque<std::vector<tunable>> arrays_;
