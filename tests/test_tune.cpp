@@ -8,8 +8,8 @@
 // reduction configuration computing the right values on vulkan:0 (against double sums).
 #include "vulkan_support.hpp"
 
-#include "kiln/jit/tune.hpp"
 #include "kiln/jit/tune/replay.hpp"
+#include "tune_support.hpp"
 
 #include <atomic>
 #include <clocale>
@@ -60,11 +60,8 @@ void write_all(const std::string& p, const std::string& text) {
   f << text;
 }
 
-kiln::jit::jit_backend& jit_of(const kiln::device& d) {
-  auto* be = dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(d).get());
-  REQUIRE(be);
-  return *be;
-}
+using tune_test::forced;
+using tune_test::jit_of;
 
 // A space of two parameters with a constraint, for the search tests.
 tune::space toy_space() {
@@ -462,26 +459,11 @@ TEST_CASE("tuning on vulkan:0: every reduction configuration gives the sums of d
         mag[std::size_t(r)] += std::abs(v * v - v);
       }
     auto f = [&] { return kiln::tensor<float>(kiln::sum(x * x - x, {1})); };
-    tune::launch_hook probe;
-    {
-      kiln::detail::hook_scope s(probe);
-      (void)f();
-    }
-    REQUIRE(!probe.seen.empty());
-    const auto& site = probe.seen.front();
+    const tune::launch_site site = tune_test::launches_of(f).front();
     REQUIRE(site.sp->family() == "reduction");
     for (const auto& c : cfgs) {
       INFO(rows << " x " << cols << " under " << sp.format(c));
-      tune::launch_hook h;
-      h.force = &c;
-      h.family = "reduction";
-      h.kernel = site.kernel;
-      std::vector<float> out;
-      {
-        kiln::detail::hook_scope s(h);
-        out = f().to_vector();
-      }
-      REQUIRE(tune::last_choice("reduction").cfg == c);
+      const std::vector<float> out = forced(site, c, f).to_vector();
       for (std::int64_t r = 0; r < rows; ++r)
         CHECK(std::abs(out[std::size_t(r)] - ref[std::size_t(r)]) <=
               1e-6 * mag[std::size_t(r)] + 1e-5);
@@ -501,14 +483,10 @@ TEST_CASE("tuning on the host: every host configuration computes the same values
     kiln::tensor<double> y = kiln::random::normal<double>({n}, 4);
     const auto xs = x.to_vector(), ys = y.to_vector();
     auto f = [&] { return kiln::tensor<double>(x * y + kiln::sin(x)); };
-    tune::launch_hook probe;
-    {
-      kiln::detail::hook_scope s(probe);
-      (void)f();
-    }
-    REQUIRE(probe.seen.size() == 1);
-    REQUIRE(probe.seen.front().sp->family() == "host");
-    CHECK(probe.seen.front().device == tune::host_identity());
+    const auto seen = tune_test::launches_of(f);
+    REQUIRE(seen.size() == 1);
+    REQUIRE(seen.front().sp->family() == "host");
+    CHECK(seen.front().device == tune::host_identity());
     // The defaults' values against double sin (a few ulp), then every configuration's
     // against those exactly (threads, grain and stores change no arithmetic).
     const auto ref = f().to_vector();
@@ -519,16 +497,7 @@ TEST_CASE("tuning on the host: every host configuration computes the same values
     }
     for (const tune::config& c : sp.legal()) {
       INFO(n << " elements under " << sp.format(c));
-      tune::launch_hook h;
-      h.force = &c;
-      h.family = "host";
-      h.kernel = probe.seen.front().kernel;
-      std::vector<double> out;
-      {
-        kiln::detail::hook_scope s(h);
-        out = f().to_vector();
-      }
-      CHECK(tune::last_choice("host").cfg == c);
+      const std::vector<double> out = forced(seen.front(), c, f).to_vector();
       std::size_t bad = 0;
       for (std::int64_t i = 0; i < n; ++i)
         bad += out[std::size_t(i)] != ref[std::size_t(i)];

@@ -8,8 +8,9 @@
 // results differ from the op's own are rejected.
 #include "vulkan_support.hpp"
 
+#include "tune_support.hpp"
+
 #include "kiln/ir/lower.hpp"
-#include "kiln/jit/tune.hpp"
 #include "kiln/jit/tune/op_tunables.hpp"
 
 #include <filesystem>
@@ -125,11 +126,9 @@ auto series(const X& x) {
 
 namespace {
 
-kiln::jit::jit_backend& jit_of(const kiln::device& d) {
-  auto* be = dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(d).get());
-  REQUIRE(be);
-  return *be;
-}
+using tune_test::forced;
+using tune_test::jit_of;
+using tune_test::launches_of;
 
 // The configurations tried: every (per_invocation, vector) pair, each at a workgroup and a
 // group count drawn from the space (the default's among them).
@@ -153,27 +152,12 @@ std::vector<tune::config> shapes(const tune::space& sp, std::mt19937& rng) {
 // Runs f once to learn its elementwise kernel (its last launch: the fills come first), then under
 // each configuration, handing the result to check.
 template <class F, class Check>
-void under_each(const kiln::device& dev, F&& f, Check&& check, std::mt19937& rng) {
-  const tune::space& sp = jit_of(dev).elementwise_space();
-  tune::launch_hook probe;
-  {
-    kiln::detail::hook_scope s(probe);
-    (void)f();
-  }
-  REQUIRE(!probe.seen.empty());
-  const auto& site = probe.seen.back();
+void under_each(F&& f, Check&& check, std::mt19937& rng) {
+  const tune::launch_site site = launches_of(f).back();
   REQUIRE(site.sp->family() == "elementwise");
-  for (const tune::config& c : shapes(sp, rng)) {
-    INFO("under " << sp.format(c));
-    tune::launch_hook h;
-    h.force = &c;
-    h.family = "elementwise";
-    h.kernel = site.kernel;
-    {
-      kiln::detail::hook_scope s(h);
-      check(f());
-    }
-    REQUIRE(tune::last_choice("elementwise").cfg == c);
+  for (const tune::config& c : shapes(*site.sp, rng)) {
+    INFO("under " << site.sp->format(c));
+    check(forced(site, c, f));
   }
 }
 
@@ -204,7 +188,7 @@ TEST_CASE("tuning shapes on vulkan:0: a flat float pass in every shape matches d
       return o;
     };
     under_each(
-        *dev, f,
+        f,
         [&](const kiln::tensor<float>& out) {
           const auto o = out.to_vector();
           REQUIRE(o.size() == ref.size());
@@ -241,7 +225,7 @@ TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass 
         ref[std::size_t(r * cols + c)] =
             3.0 * double(as[std::size_t(c * (rows + 2) + r + 1)]) + double(bs[std::size_t(r)]);
     under_each(
-        *dev, f,
+        f,
         [&](const kiln::tensor<float>& out) {
           const auto o = out.to_vector();
           REQUIRE(o.size() == ref.size());
@@ -264,7 +248,7 @@ TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass 
       return o;
     };
     under_each(
-        *dev, f,
+        f,
         [&](const kiln::tensor<std::int32_t>& out) {
           const auto o = out.to_vector();
           REQUIRE(o.size() == xs.size());
@@ -289,7 +273,7 @@ TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass 
     return 0;
   };
   under_each(
-      *dev, f,
+      f,
       [&](int) {
         const auto ps = p.to_vector(), qs = q.to_vector();
         std::size_t bad = 0;
@@ -313,12 +297,7 @@ TEST_CASE("tuning a custom op's tunables on vulkan:0: each value its own code an
     o = geometric(x) * 2.0f;
     return o;
   };
-  tune::launch_hook probe;
-  {
-    kiln::detail::hook_scope s(probe);
-    (void)f();
-  }
-  const auto& site = probe.seen.back();
+  const tune::launch_site site = launches_of(f).back();
   const tune::space& sp = *site.sp;
   REQUIRE(sp.size() == jit_of(*dev).elementwise_space().size() + 1);
   const auto& step = sp.params().back();
@@ -329,17 +308,8 @@ TEST_CASE("tuning a custom op's tunables on vulkan:0: each value its own code an
     tune::config c = sp.defaults();
     c[sp.size() - 1] = v;
     INFO("under " << sp.format(c));
-    tune::launch_hook h;
-    h.force = &c;
-    h.family = "elementwise";
-    h.kernel = site.kernel;
     const auto made = kiln::jit::compile_count().load();
-    std::vector<float> out;
-    {
-      kiln::detail::hook_scope s(h);
-      out = f().to_vector();
-    }
-    REQUIRE(tune::last_choice("elementwise").cfg == c);
+    const std::vector<float> out = forced(site, c, f).to_vector();
     if (v != 4)
       CHECK(kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load() > made);
     std::size_t bad = 0;
@@ -440,13 +410,7 @@ TEST_CASE("tuning a custom op's tunables inside a reduction on vulkan:0: the red
       ref[std::size_t(r)] += y;
     }
   auto f = [&] { return kiln::tensor<float>(kiln::sum(geometric(x), {1})); };
-  tune::launch_hook probe;
-  {
-    kiln::detail::hook_scope s(probe);
-    (void)f();
-  }
-  REQUIRE(!probe.seen.empty());
-  const auto& site = probe.seen.front();
+  const tune::launch_site site = launches_of(f).front();
   REQUIRE(site.sp->family() == "reduction");
   const tune::space& sp = *site.sp;
   REQUIRE(sp.size() == jit_of(*dev).reduction_space().size() + 1);
@@ -458,16 +422,7 @@ TEST_CASE("tuning a custom op's tunables inside a reduction on vulkan:0: the red
       c[tune::red::group] = g;
       c[sp.size() - 1] = v;
       INFO("under " << sp.format(c));
-      tune::launch_hook h;
-      h.force = &c;
-      h.family = "reduction";
-      h.kernel = site.kernel;
-      std::vector<float> out;
-      {
-        kiln::detail::hook_scope s(h);
-        out = f().to_vector();
-      }
-      REQUIRE(tune::last_choice("reduction").cfg == c);
+      const std::vector<float> out = forced(site, c, f).to_vector();
       for (std::int64_t r = 0; r < rows; ++r)
         CHECK(std::abs(out[std::size_t(r)] - ref[std::size_t(r)]) <=
               1e-5 * std::abs(ref[std::size_t(r)]));
@@ -492,13 +447,7 @@ TEST_CASE("tuning a custom reduction's own tunables on vulkan:0: the reduction s
     for (std::int64_t c = 0; c < cols; ++c)
       ref[std::size_t(r)] += double(xs[std::size_t(r * cols + c)]) * xs[std::size_t(r * cols + c)];
   auto f = [&] { return kiln::tensor<double>(split_sumsq(x, {1})); };
-  tune::launch_hook probe;
-  {
-    kiln::detail::hook_scope s(probe);
-    (void)f();
-  }
-  REQUIRE(!probe.seen.empty());
-  const auto& site = probe.seen.front();
+  const tune::launch_site site = launches_of(f).front();
   REQUIRE(site.sp->family() == "reduction");
   const tune::space& sp = *site.sp;
   REQUIRE(sp.size() == jit_of(*dev).reduction_space().size() + 1);
@@ -510,16 +459,7 @@ TEST_CASE("tuning a custom reduction's own tunables on vulkan:0: the reduction s
     c[tune::red::group] = 32;
     c[sp.size() - 1] = v;
     INFO("under " << sp.format(c));
-    tune::launch_hook h;
-    h.force = &c;
-    h.family = "reduction";
-    h.kernel = site.kernel;
-    std::vector<double> out;
-    {
-      kiln::detail::hook_scope s(h);
-      out = f().to_vector();
-    }
-    REQUIRE(tune::last_choice("reduction").cfg == c);
+    const std::vector<double> out = forced(site, c, f).to_vector();
     for (std::int64_t r = 0; r < rows; ++r)
       CHECK(std::abs(out[std::size_t(r)] - ref[std::size_t(r)]) <= 1e-9 * ref[std::size_t(r)]);
   }
