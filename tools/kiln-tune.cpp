@@ -113,11 +113,14 @@ kiln::jit::jit_backend& backend_of(const kiln::device& d) {
 
 void print_space(const kiln::jit::tune::space& sp) {
   std::printf("%s (%zu legal configurations)\n", sp.family().c_str(), sp.legal().size());
+  int width = 0; // the longest name's: the columns line up
+  for (const auto& p : sp.params())
+    width = std::max(width, static_cast<int>(p.name.size()));
   for (const auto& p : sp.params()) {
     std::string vs;
     for (auto v : p.values)
       vs += (vs.empty() ? "" : " ") + std::to_string(v);
-    std::printf("  %-13s default %-6lld values {%s}\n    %s\n", p.name.c_str(),
+    std::printf("  %-*s default %-6lld values {%s}\n    %s\n", width, p.name.c_str(),
                 static_cast<long long>(p.fallback), vs.c_str(), p.meaning.c_str());
   }
 }
