@@ -282,7 +282,7 @@ TEST_CASE("cuda codegen: elementwise kernels in every shape compile and assemble
         srcs.push_back(jit::cuda::generate(ir, layout, {512, e, v}));
         INFO(srcs.back());
         CHECK(srcs.back().find("__launch_bounds__(512)") != std::string::npos);
-        CHECK((srcs.back().find("kiln_vload<") != std::string::npos) == (v > 1 && !ir.strided));
+        CHECK((srcs.back().find("kiln_vcopy<") != std::string::npos) == (v > 1 && !ir.strided));
       }
   cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
   // The flat float kernel with units of 4: one 16-byte load per input, one store.

@@ -142,7 +142,7 @@ inline std::string store_outputs(const dialect& d, const kernel_ir& ir, const st
 // the index type. A plain shape takes element `first` and every step-th after; otherwise
 // each trip takes per_invocation units a step apart, a unit `vector` adjacent elements.
 // With `vector_loads` (CUDA) a flat kernel loads and stores a whole unit of each buffer as
-// one vector (kiln_vload/kiln_vstore of its preamble) when every buffer's first element is
+// one vector (kiln_vcopy of its preamble) when every buffer's first element is
 // aligned to the vector's size (up to 16 bytes): the kernel checks, and takes the elements
 // one by one otherwise, and for the last, partial unit.
 inline std::string elementwise_loop(const dialect& d, const kernel_ir& ir, int buffers,
@@ -190,7 +190,7 @@ inline std::string elementwise_loop(const dialect& d, const kernel_ir& ir, int b
     s += "        alignas(16) " + std::string(cfamily::storage_type(t)) + " kiln_l" + B + "[" +
          std::to_string(sh.vector) + "];\n";
     if (b < nin)
-      s += "        kiln_vload<" + std::to_string(bytes(b)) + ">(kiln_l" + B + ", P.b" + B +
+      s += "        kiln_vcopy<" + std::to_string(bytes(b)) + ">(kiln_l" + B + ", P.b" + B +
            " + (P.o" + B + " + i0));\n";
   }
   s += "#pragma unroll\n        for (int kv = 0; kv < " + std::to_string(sh.vector) + "; ++kv) {\n";
@@ -198,7 +198,7 @@ inline std::string elementwise_loop(const dialect& d, const kernel_ir& ir, int b
   s += "        }\n";
   for (int b = nin; b < buffers; ++b) {
     const std::string B = std::to_string(b);
-    s += "        kiln_vstore<" + std::to_string(bytes(b)) + ">(P.b" + B + " + (P.o" + B +
+    s += "        kiln_vcopy<" + std::to_string(bytes(b)) + ">(P.b" + B + " + (P.o" + B +
          " + i0), kiln_l" + B + ");\n";
   }
   s += "      } else {\n" + one_by_one + "      }\n";

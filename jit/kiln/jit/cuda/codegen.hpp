@@ -121,22 +121,17 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
          codegen::raw_functions(ir, cuda_dialect.function_prefix);
 }
 
-// Whole units of a flat kernel's buffers as one load or store of N bytes (N = vector
-// width x element size, a power of two from 2): 16-byte words at most, so that each is one
-// vector instruction; the caller checked the alignment (codegen::elementwise_loop).
+// A whole unit of a flat kernel's buffer copied as one access of N bytes (N = vector width
+// x element size, a power of two from 2) between the buffer and a local array, either way:
+// 16-byte words at most, so that each is one vector load or store; the caller checked the
+// alignment (codegen::elementwise_loop).
 inline const char* vector_access =
     "template <int N> struct kiln_word_t;\n"
     "template <> struct kiln_word_t<2> { typedef unsigned short type; };\n"
     "template <> struct kiln_word_t<4> { typedef unsigned int type; };\n"
     "template <> struct kiln_word_t<8> { typedef uint2 type; };\n"
     "template <> struct kiln_word_t<16> { typedef uint4 type; };\n"
-    "template <int N, class T> inline void kiln_vload(T* d, const T* s) {\n"
-    "  typedef typename kiln_word_t<(N < 16 ? N : 16)>::type W;\n"
-    "#pragma unroll\n"
-    "  for (int j = 0; j < (N < 16 ? 1 : N / 16); ++j)\n"
-    "    reinterpret_cast<W*>(d)[j] = reinterpret_cast<const W*>(s)[j];\n"
-    "}\n"
-    "template <int N, class T> inline void kiln_vstore(T* d, const T* s) {\n"
+    "template <int N, class T> inline void kiln_vcopy(T* d, const T* s) {\n"
     "  typedef typename kiln_word_t<(N < 16 ? N : 16)>::type W;\n"
     "#pragma unroll\n"
     "  for (int j = 0; j < (N < 16 ? 1 : N / 16); ++j)\n"
