@@ -161,6 +161,16 @@ void under_each(F&& f, Check&& check, std::mt19937& rng) {
   }
 }
 
+// A float pass's values against those of double loops, within f32 rounding.
+void check_near(const kiln::tensor<float>& out, const std::vector<double>& ref) {
+  const auto o = out.to_vector();
+  REQUIRE(o.size() == ref.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < o.size(); ++i)
+    bad += !(std::abs(o[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])));
+  CHECK(bad == 0);
+}
+
 const std::int64_t sizes[] = {1, 7, 1000, 12345, (1 << 16) + 3};
 
 // What every output holds before the pass under test writes it: a slot left unwritten
@@ -188,16 +198,7 @@ TEST_CASE("tuning shapes on vulkan:0: a flat float pass in every shape matches d
       return o;
     };
     under_each(
-        f,
-        [&](const kiln::tensor<float>& out) {
-          const auto o = out.to_vector();
-          REQUIRE(o.size() == ref.size());
-          std::size_t bad = 0;
-          for (std::size_t i = 0; i < o.size(); ++i)
-            bad += !(std::abs(o[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])));
-          CHECK(bad == 0);
-        },
-        rng);
+        f, [&](const kiln::tensor<float>& out) { check_near(out, ref); }, rng);
   }
 }
 
@@ -225,16 +226,7 @@ TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass 
         ref[std::size_t(r * cols + c)] =
             3.0 * double(as[std::size_t(c * (rows + 2) + r + 1)]) + double(bs[std::size_t(r)]);
     under_each(
-        f,
-        [&](const kiln::tensor<float>& out) {
-          const auto o = out.to_vector();
-          REQUIRE(o.size() == ref.size());
-          std::size_t bad = 0;
-          for (std::size_t i = 0; i < o.size(); ++i)
-            bad += !(std::abs(o[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])));
-          CHECK(bad == 0);
-        },
-        rng);
+        f, [&](const kiln::tensor<float>& out) { check_near(out, ref); }, rng);
   }
   for (const std::int64_t n : sizes) {
     INFO(n << " integers");
@@ -381,8 +373,8 @@ TEST_CASE("tuning: a custom op's values to tune over survive the record of launc
   tune::token_reader r(w.str());
   const kiln::jit::kernel_ir back = tune::read_ir(r, arena);
   const tune::space base("elementwise", {{"workgroup", "", {32, 64}, 64}});
-  const tune::space want = tune::op_tunables(ir).extend(base);
-  const tune::space got = tune::op_tunables(back).extend(base);
+  const tune::space want = tune::op_tunables(ir, base).kernel_space();
+  const tune::space got = tune::op_tunables(back, base).kernel_space();
   REQUIRE(got.size() == 3);
   for (std::size_t i = 0; i < want.size(); ++i) {
     CHECK(got.params()[i].name == want.params()[i].name);

@@ -32,24 +32,17 @@ struct compiled_pass : executor_state {
   std::vector<std::shared_ptr<kernel>> kernels; // one per stage, default configuration
   std::string id;                               // the tuning database's kernel id
   tune::choice_memo choices;
-  // Where the pass's custom ops offer tunables: them, and the family's space with them.
-  std::unique_ptr<tune::op_tunables> ops;
-  std::unique_ptr<tune::space> own_space;
+  std::unique_ptr<tune::op_tunables> ops; // where the pass's custom ops offer tunables
   std::mutex mutex;
   std::map<std::pair<pass_shape, std::vector<long long>>, std::vector<std::shared_ptr<kernel>>>
       by_config;
 
-  const tune::space& space(jit_backend& be) const {
-    return own_space ? *own_space : be.elementwise_space();
-  }
-
   // The stages' kernels for configuration c (compiled on first use).
   const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, const tune::config& c) {
     const pass_shape s = shape_of(c);
-    std::vector<long long> values;
-    if (ops) values = ops->values_of(c, be.elementwise_space().size());
-    const bool own_values = !ops || ops->defaults(values);
-    if (own_values && s.plain() && s.workgroup == kernels.front()->workgroup) return kernels;
+    const std::vector<long long> values = ops ? ops->values_of(c) : std::vector<long long>();
+    if (s.plain() && s.workgroup == kernels.front()->workgroup && (!ops || ops->defaults(values)))
+      return kernels;
     const auto key = std::make_pair(s, values);
     {
       std::lock_guard lock(mutex);
@@ -57,7 +50,7 @@ struct compiled_pass : executor_state {
     }
     std::vector<std::shared_ptr<kernel>> ks;
     for (const auto& st : plan->stages)
-      ks.push_back(be.compile(own_values ? st.ir : ops->apply(st.ir, values), s));
+      ks.push_back(be.compile(ops ? ops->apply(st.ir, values) : st.ir, s));
     std::lock_guard lock(mutex);
     return by_config.emplace(key, std::move(ks)).first->second; // a racing copy is the same
   }
@@ -75,10 +68,7 @@ inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
     auto c = std::make_shared<compiled_pass>();
     c->plan = plan;
     c->id = tune::pass_id(lp.ir);
-    if (auto ops = std::make_unique<tune::op_tunables>(lp.ir); !ops->empty()) {
-      c->own_space = std::make_unique<tune::space>(ops->extend(be.elementwise_space()));
-      c->ops = std::move(ops);
-    }
+    c->ops = tune::op_tunables_of(lp.ir, be.elementwise_space());
     for (const auto& st : plan->stages)
       c->kernels.push_back(be.compile(st.ir));
     return c;
@@ -92,7 +82,7 @@ inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
 inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass& p) {
   const kiln::shape& extents = p.extents;
   const std::int64_t n = p.n;
-  const tune::space& sp = cp.space(be);
+  const tune::space& sp = tune::space_of(cp.ops, be.elementwise_space());
   const tune::config cfg =
       cp.choices.get(&be, be.tuning_identity(), sp, cp.id, {tune::log2_floor(n)},
                      [&be, &cp](const tune::config& c) { cp.kernels_at(be, c); });

@@ -30,10 +30,9 @@ struct compiled_reduction : executor_state {
       kernels;
   std::string id; // the tuning database's kernel id
   tune::choice_memo choices;
-  // Where the reduced expression's custom ops offer tunables: them, and the family's space
-  // with them (tune/op_tunables.hpp).
+  // Where the reduced expression's custom ops, or the reduction, offer tunables
+  // (tune/op_tunables.hpp).
   std::unique_ptr<tune::op_tunables> ops;
-  std::unique_ptr<tune::space> own_space;
 };
 
 inline bool jit_backend::has_provider(const reduction_info& info) const {
@@ -59,11 +58,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
   const auto state = lp.state_for(this, [&] {
     auto c = std::make_shared<compiled_reduction>();
     c->id = tune::reduction_id(lp.ir, r.info.name, r.info.params);
-    if (auto ops = std::make_unique<tune::op_tunables>(lp.ir, r.info.name, r.info.tunables);
-        !ops->empty()) {
-      c->own_space = std::make_unique<tune::space>(ops->extend(reduction_space()));
-      c->ops = std::move(ops);
-    }
+    c->ops = tune::op_tunables_of(lp.ir, reduction_space(), r.info.name, r.info.tunables);
     return c;
   });
   auto& cr = static_cast<compiled_reduction&>(*state);
@@ -81,8 +76,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
     return p;
   };
   // The values a configuration gives the prologue's tunables (none where it has none).
-  auto values_for = [this, &cr](const tune::config& c) {
-    return cr.ops ? cr.ops->values_of(c, reduction_space().size()) : std::vector<long long>();
+  auto values_for = [&cr](const tune::config& c) {
+    return cr.ops ? cr.ops->values_of(c) : std::vector<long long>();
   };
   auto kernels_for = [this, &cr, &lp, base](const reduce_plan& plan, int group, bool subgroup,
                                             const std::vector<long long>& values) {
@@ -97,8 +92,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
     spec.subgroup = subgroup;
     if (cr.ops) spec.tunables = cr.ops->reduction_tunables(values);
     std::vector<std::shared_ptr<kernel>> ks;
-    const bool own_values = !cr.ops || cr.ops->defaults(values);
-    const kernel_ir ir = stage_ir(own_values ? lp.ir : cr.ops->apply(lp.ir, values), spec);
+    const kernel_ir ir = stage_ir(cr.ops ? cr.ops->apply(lp.ir, values) : lp.ir, spec);
     auto used = ir.dtypes_used();
     used[static_cast<int>(spec.acc)] = true;
     if (const std::string why = cannot_run(used); !why.empty())
@@ -115,8 +109,8 @@ inline void jit_backend::reduce(const device_reduction& r) {
     return ks;
   };
   const tune::config cfg =
-      cr.choices.get(this, tuning_identity(), cr.own_space ? *cr.own_space : reduction_space(),
-                     cr.id, {tune::log2_floor(r.count), tune::log2_floor(r.nout)},
+      cr.choices.get(this, tuning_identity(), tune::space_of(cr.ops, reduction_space()), cr.id,
+                     {tune::log2_floor(r.count), tune::log2_floor(r.nout)},
                      [plan_for, kernels_for, values_for](const tune::config& c) {
                        kernels_for(plan_for(c), static_cast<int>(c[tune::red::group]),
                                    c[tune::red::subgroup] != 0, values_for(c));
