@@ -20,6 +20,13 @@ inline bool& poison_new_storage() {
   thread_local bool on = false;
   return on;
 }
+// Sets it for a scope (and clears it however the scope ends).
+struct poison_scope {
+  poison_scope() { poison_new_storage() = true; }
+  ~poison_scope() { poison_new_storage() = false; }
+  poison_scope(const poison_scope&) = delete;
+  poison_scope& operator=(const poison_scope&) = delete;
+};
 } // namespace detail
 
 class storage {

@@ -128,14 +128,8 @@ tune_report tune(F&& f, const tune_options& o = {}) {
     return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   };
   t.check_run = [&](const jit::tune::config& c) {
-    kiln::detail::poison_new_storage() = true;
-    try {
-      t.run(c);
-    } catch (...) {
-      kiln::detail::poison_new_storage() = false;
-      throw;
-    }
-    kiln::detail::poison_new_storage() = false;
+    const kiln::detail::poison_scope poisoned;
+    t.run(c);
   };
   t.output = [&] { return detail::as_doubles(last->to_vector()); };
   if (site.sp->family() == "reduction") // compared after a run: `last` holds its result

@@ -67,15 +67,12 @@ inline const space& host_tuning_space() {
   return sp;
 }
 
-// Reads the tuning database where it was not yet (a host-only program has no device launch
-// to do it).
-inline void open_database_once() { (void)selector::instance().generation_after_open(); }
-
 inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref& k,
                                              std::int64_t elements) {
   const bool rec = recording();
   if (!current_hook() && !rec) {
-    open_database_once();
+    // The database read where it was not yet: a host-only program has no device launch to.
+    (void)selector::instance().generation_after_open();
     if (!host_tuned().load(std::memory_order_relaxed)) {
       // Nothing to ask for this host: passes stop calling until something changes. A tuner
       // starting meanwhile counts itself before it sets the flag, so it is never lost.
