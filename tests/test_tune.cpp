@@ -70,6 +70,16 @@ tune::space toy_space() {
       [](const tune::config& c) -> std::string { return c[0] * c[1] > 16 ? "a * b > 16" : ""; });
 }
 
+// A search target over space sp (toy_space's), its run and output still to set.
+tune::target toy_target(const tune::space& sp) {
+  tune::target t;
+  t.device = "toy device";
+  t.sp = &sp;
+  t.kernel = "toy";
+  t.size = "4";
+  return t;
+}
+
 // iostreams' numbers with a ',' decimal point (a program's std::locale::global).
 struct comma_numpunct : std::numpunct<char> {
   char do_decimal_point() const override { return ','; }
@@ -264,11 +274,7 @@ TEST_CASE("tuning: the search rejects a config whose output differs, never runs 
   const tune::space sp = toy_space();
   std::vector<tune::config> ran;
   tune::config current;
-  tune::target t;
-  t.device = "toy device";
-  t.sp = &sp;
-  t.kernel = "toy";
-  t.size = "4";
+  tune::target t = toy_target(sp);
   t.run = [&](const tune::config& c) {
     ran.push_back(c);
     current = c;
@@ -321,11 +327,7 @@ TEST_CASE("tuning: a run killed half-way resumes from the database and measures 
   const std::string p = temp_db("resume.kdb");
   const tune::space sp = toy_space();
   auto make = [&](std::vector<tune::config>* timed) {
-    tune::target t;
-    t.device = "toy device";
-    t.sp = &sp;
-    t.kernel = "toy";
-    t.size = "4";
+    tune::target t = toy_target(sp);
     t.run = [timed](const tune::config& c) {
       if (timed) timed->push_back(c);
       return 100.0 + double(c[0]);
@@ -626,11 +628,7 @@ TEST_CASE("tuning: a forced search measures every configuration again, reading b
   for (const auto& c : sp.legal())
     cost[c] = 100.0 + test::draw(0, 50);
   std::set<tune::config> timed;
-  tune::target t;
-  t.device = "toy device";
-  t.sp = &sp;
-  t.kernel = "toy";
-  t.size = "4";
+  tune::target t = toy_target(sp);
   t.run = [&](const tune::config& c) {
     timed.insert(c);
     return cost.at(c);
