@@ -7,6 +7,18 @@
 #include "kiln/jit/cuda/backend.hpp"
 
 namespace cuda_test {
+// KILN_TEST_CUDA_ON_CPU=<library> (the `cuda-on-cpu:` tests, device_on_cpu/cuda_driver.cpp):
+// that library is both the CUDA driver and NVRTC, the device must open, and the binary's
+// device tests run on CUDA only. Set before main(), before anything reads the settings.
+inline const bool on_cpu_ready = [] {
+  if (const char* lib = std::getenv("KILN_TEST_CUDA_ON_CPU"); lib && *lib) {
+    ::setenv("KILN_CUDA_DRIVER", lib, 1);
+    ::setenv("KILN_NVRTC_LIBRARY", lib, 1);
+    ::setenv("KILN_REQUIRE_CUDA", "1", 1);
+    ::setenv("KILN_TEST_DEVICES", "cuda", 1);
+  }
+  return true;
+}();
 inline device_test::fresh_cache& cache() {
   static device_test::fresh_cache c("kiln-cuda-test-");
   return c;
@@ -16,6 +28,7 @@ inline const bool cache_ready = (cache(), true); // before main(): before a back
 
 // The CUDA device the tests run on, or nullptr after a warning saying why there is none.
 inline const kiln::device* cuda_or_skip() {
+  if (device_test::left_out("cuda")) return nullptr;
   static const auto found = device_test::find_device({kiln::device_kind::cuda, 0});
   return device_test::device_or_skip(found, "KILN_REQUIRE_CUDA", "skipped, no CUDA device");
 }

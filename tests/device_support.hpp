@@ -59,6 +59,15 @@ inline lookup find_device(const kiln::device& want) {
   return r;
 }
 
+// KILN_TEST_DEVICES=cuda (a comma list of backends) runs a binary's device tests on those
+// backends only: the `cuda-on-cpu:` tests run the catalog, shared with Vulkan, for CUDA.
+inline bool left_out(const char* backend) {
+  const char* v = std::getenv("KILN_TEST_DEVICES");
+  if (!v || !*v) return false;
+  const std::string list = std::string(",") + v + ",";
+  return list.find(std::string(",") + backend + ",") == std::string::npos;
+}
+
 // The device found, or nullptr after a warning "<none>: <why>" (a failure when the
 // variable `require` is 1).
 inline const kiln::device* device_or_skip(const lookup& found, const char* require,

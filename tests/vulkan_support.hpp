@@ -105,6 +105,7 @@ inline const device_test::lookup& find_vulkan() {
 // (then the test returns: it is skipped, visibly). KILN_REQUIRE_VULKAN=1 turns the skip
 // into a failure, for machines that must have the device.
 inline const kiln::device* vulkan_or_skip() {
+  if (device_test::left_out("vulkan")) return nullptr;
   return device_test::device_or_skip(vulkan_test::find_vulkan(), "KILN_REQUIRE_VULKAN",
                                      "no Vulkan device");
 }

@@ -100,6 +100,12 @@ inline constexpr variable variables[] = {
     {"KILN_CUDA_HOME", kind::folder, "`$CUDA_HOME`, else `/usr/local/cuda`",
      "the CUDA toolkit (NVRTC, `cuda_fp16.h`, `ptxas`); one that is not a directory makes "
      "`cuda:N` unavailable with that reason"},
+    {"KILN_CUDA_DRIVER", kind::library, "`libcuda.so.1`",
+     "the CUDA driver library; one that does not load makes `cuda:N` unavailable with that "
+     "reason"},
+    {"KILN_NVRTC_LIBRARY", kind::library,
+     "`libnvrtc.so` of the CUDA toolkit, else by soname on the loader's path",
+     "the NVRTC library; one that does not load makes `cuda:N` unavailable with that reason"},
     {"KILN_PTXAS", kind::program, "`ptxas` of the CUDA toolkit, else on `PATH`",
      "the `ptxas` that checks NVRTC's PTX (the CUDA codegen tests); one that is not found "
      "or not executable is an error"},

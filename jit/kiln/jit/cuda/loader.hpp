@@ -150,6 +150,27 @@ struct nvrtc_library {
   }
 };
 
+// The functions of an opened NVRTC, its version and architectures.
+inline nvrtc_library bind_nvrtc(void* lib, nvrtc_library n) {
+  std::string why;
+#define KILN_NVRTC_BIND(f, ...) detail::bind(lib, #f, n.f, why);
+  KILN_NVRTC_FUNCTIONS(KILN_NVRTC_BIND)
+#undef KILN_NVRTC_BIND
+  if (!why.empty()) {
+    n.why_not = "NVRTC library is unusable: " + why;
+    return n;
+  }
+  char where[4096] = {};
+  if (::dlinfo(lib, RTLD_DI_ORIGIN, where) == 0) n.path = where;
+  n.nvrtcVersion(&n.major, &n.minor);
+  int count = 0;
+  if (n.nvrtcGetNumSupportedArchs(&count) == 0 && count > 0) {
+    n.archs.resize(static_cast<std::size_t>(count));
+    n.nvrtcGetSupportedArchs(n.archs.data());
+  }
+  return n;
+}
+
 // NVRTC from `home`'s lib64 when a home was found, then by soname on the loader's path.
 // An explicit KILN_CUDA_HOME that is wrong makes NVRTC unavailable with that reason.
 inline nvrtc_library load_nvrtc(const cuda_home& home, bool home_is_explicit) {
@@ -173,27 +194,25 @@ inline nvrtc_library load_nvrtc(const cuda_home& home, bool home_is_explicit) {
     n.why_not = "NVRTC (libnvrtc.so) not found; tried:" + tried;
     return n;
   }
-  std::string why;
-#define KILN_NVRTC_BIND(f, ...) detail::bind(lib, #f, n.f, why);
-  KILN_NVRTC_FUNCTIONS(KILN_NVRTC_BIND)
-#undef KILN_NVRTC_BIND
-  if (!why.empty()) {
-    n.why_not = "NVRTC library is unusable: " + why;
+  return bind_nvrtc(lib, std::move(n));
+}
+
+// KILN_NVRTC_LIBRARY, when set, is the only library tried: an explicit choice that does not
+// load is the reason, not replaced by another NVRTC.
+inline nvrtc_library load_nvrtc_file(const std::string& file) {
+  nvrtc_library n;
+  std::string tried;
+  void* lib = detail::open_first({file}, tried);
+  if (!lib) {
+    n.why_not = "NVRTC (KILN_NVRTC_LIBRARY=" + file + ") cannot be loaded:" + tried;
     return n;
   }
-  char where[4096] = {};
-  if (::dlinfo(lib, RTLD_DI_ORIGIN, where) == 0) n.path = where;
-  n.nvrtcVersion(&n.major, &n.minor);
-  int count = 0;
-  if (n.nvrtcGetNumSupportedArchs(&count) == 0 && count > 0) {
-    n.archs.resize(static_cast<std::size_t>(count));
-    n.nvrtcGetSupportedArchs(n.archs.data());
-  }
-  return n;
+  return bind_nvrtc(lib, std::move(n));
 }
 
 inline const nvrtc_library& nvrtc() {
   static const nvrtc_library n = [] {
+    if (const auto file = settings::text("KILN_NVRTC_LIBRARY")) return load_nvrtc_file(*file);
     return load_nvrtc(cuda_home_from_environment(), settings::text("KILN_CUDA_HOME").has_value());
   }();
   return n;
@@ -245,7 +264,8 @@ inline driver_library load_driver(const std::string& name = "libcuda.so.1") {
 }
 
 inline const driver_library& driver() {
-  static const driver_library d = load_driver();
+  static const driver_library d =
+      load_driver(settings::text("KILN_CUDA_DRIVER").value_or("libcuda.so.1"));
   return d;
 }
 

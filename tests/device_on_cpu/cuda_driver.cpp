@@ -1,0 +1,381 @@
+// A CUDA driver and NVRTC that run kernels on the CPU: the library kiln opens as its CUDA
+// driver (KILN_CUDA_DRIVER) and as NVRTC (KILN_NVRTC_LIBRARY) in the `cuda-on-cpu:` tests,
+// so that the CUDA backend runs unchanged — code generation, parameter packing, the grid,
+// the disk cache, the caching allocator — and only what the GPU would do is done here:
+// - "NVRTC" compiles the generated CUDA C++ with the host compiler (cuda_shim.h first, the
+//   program in a namespace, one entry per __global__ function) into a shared library, the
+//   "cubin" (an ELF file, as a cubin is);
+// - the "driver" dlopens that image, keeps device memory in host memory, and runs each
+//   launch's grid on host threads (grid_runner.hpp), in order, before returning.
+// Built with the test suite's compiler and flags, which it passes to the kernels it compiles
+// (CUDA_ON_CPU_CXX, CUDA_ON_CPU_FLAGS): under the sanitizers, kernels are instrumented too.
+#include "grid_runner.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CUDA_ON_CPU_CXX
+#error "CUDA_ON_CPU_CXX: the host compiler that compiles kernels"
+#endif
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = std::uint64_t;
+using nvrtcResult = int;
+
+constexpr CUresult ok = 0, invalid_value = 1, out_of_memory = 2, invalid_image = 200,
+                   not_found = 500, launch_failed = 719;
+
+thread_local std::string last_error; // what cuGetErrorString reports for the last failure
+CUresult fail(CUresult r, std::string why) {
+  last_error = std::move(why);
+  return r;
+}
+
+struct function {
+  kiln_cpu_entry entry;
+  std::string name;
+};
+struct event {
+  std::chrono::steady_clock::time_point at;
+};
+std::mutex launch_mutex; // one grid at a time: a group's shared memory is a kernel's statics
+
+// The bytes of an ELF64 image from its header: section headers come last in what the host
+// linker writes.
+std::size_t elf_size(const unsigned char* p) {
+  if (std::memcmp(p,
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      p[4] != 2)
+    return 0;
+  std::uint64_t shoff = 0;
+  std::uint16_t shentsize = 0, shnum = 0;
+  std::memcpy(&shoff, p + 0x28, 8);
+  std::memcpy(&shentsize, p + 0x3a, 2);
+  std::memcpy(&shnum, p + 0x3c, 2);
+  return static_cast<std::size_t>(shoff + std::uint64_t(shentsize) * shnum);
+}
+
+std::string temp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+} // namespace
+
+extern "C" {
+
+// ---- the driver API kiln's loader binds (jit/kiln/jit/cuda/loader.hpp)
+CUresult cuInit(unsigned) { return ok; }
+CUresult cuDriverGetVersion(int* v) {
+  *v = 12080;
+  return ok;
+}
+CUresult cuGetErrorString(CUresult r, const char** s) {
+  static thread_local std::string text;
+  text = "cuda-on-cpu error " + std::to_string(r) + (last_error.empty() ? "" : ": " + last_error);
+  *s = text.c_str();
+  return ok;
+}
+CUresult cuDeviceGetCount(int* n) {
+  *n = 1;
+  return ok;
+}
+CUresult cuDeviceGet(int* d, int i) {
+  if (i != 0) return fail(invalid_value, "no device " + std::to_string(i));
+  *d = 0;
+  return ok;
+}
+CUresult cuDeviceGetName(char* name, int len, int) {
+  std::snprintf(name, static_cast<std::size_t>(len), "cuda-on-cpu (host threads)");
+  return ok;
+}
+CUresult cuDeviceGetAttribute(int* v, int attr, int) {
+  switch (attr) {
+  case 16:
+    *v = 2;
+    return ok; // multiprocessors
+  case 75:
+    *v = 8;
+    return ok; // compute capability 8.0
+  case 76:
+    *v = 0;
+    return ok;
+  case 115:
+    *v = 0;
+    return ok; // no memory pools: kiln's own caching arena is exercised
+  default:
+    return fail(invalid_value, "attribute " + std::to_string(attr));
+  }
+}
+CUresult cuDevicePrimaryCtxRetain(void** c, int) {
+  static int the_context;
+  *c = &the_context;
+  return ok;
+}
+CUresult cuCtxSetCurrent(void*) { return ok; }
+// Device memory is host memory, filled with a pattern: kernels that read what nobody wrote
+// get garbage, as on a GPU, rather than zeros.
+CUresult cuMemAlloc_v2(CUdeviceptr* p, std::size_t n) {
+  void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  if (!m) return fail(out_of_memory, "host allocation of " + std::to_string(n) + " bytes");
+  std::memset(m, 0xA5, n);
+  *p = reinterpret_cast<CUdeviceptr>(m);
+  return ok;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  std::free(reinterpret_cast<void*>(p));
+  return ok;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, std::size_t n, void*) {
+  std::memcpy(reinterpret_cast<void*>(d), s, n);
+  return ok;
+}
+CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, std::size_t n, void*) {
+  std::memcpy(d, reinterpret_cast<const void*>(s), n);
+  return ok;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, std::size_t n, void*) {
+  std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<const void*>(s), n);
+  return ok;
+}
+CUresult cuStreamCreate(void** s, unsigned) {
+  static int the_stream;
+  *s = &the_stream;
+  return ok;
+}
+CUresult cuStreamSynchronize(void*) { return ok; } // every call finished before it returned
+CUresult cuEventCreate(void** e, unsigned) {
+  *e = new event{};
+  return ok;
+}
+CUresult cuEventRecord(void* e, void*) {
+  static_cast<event*>(e)->at = std::chrono::steady_clock::now();
+  return ok;
+}
+CUresult cuEventSynchronize(void*) { return ok; }
+CUresult cuEventElapsedTime(float* ms, void* a, void* b) {
+  *ms = std::chrono::duration<float, std::milli>(static_cast<event*>(b)->at -
+                                                 static_cast<event*>(a)->at)
+            .count();
+  return ok;
+}
+CUresult cuEventDestroy_v2(void* e) {
+  delete static_cast<event*>(e);
+  return ok;
+}
+// The image is a shared library: written to a file, opened, and the file removed.
+CUresult cuModuleLoadData(void** m, const void* image) {
+  const auto* p = static_cast<const unsigned char*>(image);
+  const std::size_t n = elf_size(p);
+  if (n == 0) return fail(invalid_image, "the image is not a 64-bit ELF shared library");
+  std::string path = temp_dir() + "/kiln-cuda-on-cpu-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return fail(invalid_image, "cannot write " + path);
+  const bool written = ::write(fd, p, n) == static_cast<ssize_t>(n);
+  ::close(fd);
+  void* lib = written ? ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+  const char* why = lib ? nullptr : ::dlerror();
+  ::unlink(path.c_str());
+  if (!lib) return fail(invalid_image, why ? why : "cannot write the image");
+  *m = lib;
+  return ok;
+}
+CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
+  void* e = ::dlsym(m, ("kiln_cpu_entry_" + std::string(name)).c_str());
+  if (!e) return fail(not_found, std::string("no kernel ") + name + " in the module");
+  *f = new function{reinterpret_cast<kiln_cpu_entry>(e), name};
+  return ok;
+}
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared_bytes, void*, void** args, void** extra) {
+  if (!args || extra || shared_bytes != 0)
+    return fail(invalid_value, "kiln launches with one parameter and no dynamic shared memory");
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  std::lock_guard lock(launch_mutex);
+  auto* fn = static_cast<function*>(f);
+  const std::string why = kiln_cpu::run_grid(fn->entry, args[0], grid, block);
+  if (!why.empty()) return fail(launch_failed, fn->name + ": " + why);
+  return ok;
+}
+
+} // extern "C"
+
+// ---- NVRTC: the host compiler in its place
+namespace {
+
+struct program {
+  std::string source, log;
+  std::vector<char> image;
+};
+
+// The names of the program's __global__ functions.
+std::vector<std::string> kernels_of(const std::string& source) {
+  static const std::regex global(
+      R"(__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\()");
+  std::vector<std::string> names;
+  for (std::sregex_iterator i(source.begin(), source.end(), global), end; i != end; ++i)
+    names.push_back((*i)[1]);
+  return names;
+}
+
+// The host translation unit: the program's #includes (kept in place as blank lines, so that
+// the compiler's line numbers are the program's), the shim, the program in a namespace
+// (its typedefs of int64_t and friends would clash with the C library's), the entries.
+std::string host_unit(const std::string& source) {
+  std::string includes, body;
+  std::istringstream in(source);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("#include", 0) == 0) {
+      includes += line + "\n";
+      line.clear();
+    }
+    body += line + "\n";
+  }
+  std::string s = includes + "#include \"cuda_shim.h\"\nnamespace kiln_cuda_program {\n" +
+                  "#line 1 \"kiln_kernel.cu\"\n" + body + "}\n";
+  for (const auto& k : kernels_of(source))
+    s += "extern \"C\" void kiln_cpu_entry_" + k +
+         "(const void* a, const kiln_cpu_thread* t) { kiln_cpu::call(&kiln_cuda_program::" + k +
+         ", a, t); }\n";
+  return s;
+}
+
+// Runs `argv` with its output into `log`; its exit status.
+int run(const std::vector<std::string>& argv, std::string& log) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipefd[1], 1);
+    ::dup2(pipefd[1], 2);
+    ::close(pipefd[0]);
+    ::close(pipefd[1]);
+    std::vector<char*> a;
+    for (const auto& s : argv)
+      a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execvp(a[0], a.data());
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  char buf[4096];
+  for (ssize_t r; (r = ::read(pipefd[0], buf, sizeof buf)) > 0;)
+    log.append(buf, static_cast<std::size_t>(r));
+  ::close(pipefd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> w;
+  std::istringstream in(s);
+  for (std::string x; in >> x;)
+    w.push_back(x);
+  return w;
+}
+
+} // namespace
+
+extern "C" {
+
+nvrtcResult nvrtcVersion(int* major, int* minor) {
+  *major = 12;
+  *minor = 8;
+  return 0;
+}
+const char* nvrtcGetErrorString(nvrtcResult r) {
+  switch (r) {
+  case 0:
+    return "NVRTC_SUCCESS";
+  case 3:
+    return "NVRTC_ERROR_INVALID_INPUT";
+  case 6:
+    return "NVRTC_ERROR_COMPILATION";
+  default:
+    return "NVRTC_ERROR (cuda-on-cpu)";
+  }
+}
+constexpr int archs[] = {50, 60, 70, 75, 80, 86, 89, 90};
+nvrtcResult nvrtcGetNumSupportedArchs(int* n) {
+  *n = static_cast<int>(std::size(archs));
+  return 0;
+}
+nvrtcResult nvrtcGetSupportedArchs(int* a) {
+  std::copy(std::begin(archs), std::end(archs), a);
+  return 0;
+}
+nvrtcResult nvrtcCreateProgram(void** p, const char* src, const char*, int, const char* const*,
+                               const char* const*) {
+  if (!src) return 3;
+  *p = new program{src, {}, {}};
+  return 0;
+}
+nvrtcResult nvrtcDestroyProgram(void** p) {
+  delete static_cast<program*>(*p);
+  *p = nullptr;
+  return 0;
+}
+// NVRTC's options that matter on the host: -I (cuda_fp16.h) and -std; --fmad=false is the
+// host compiler's -ffp-contract=off, which is always on (kiln asks for it everywhere).
+nvrtcResult nvrtcCompileProgram(void* p, int n, const char* const* options) {
+  auto* prog = static_cast<program*>(p);
+  std::string dir = temp_dir() + "/kiln-nvrtc-on-cpu-XXXXXX";
+  if (!::mkdtemp(dir.data())) {
+    prog->log = "cannot make " + dir;
+    return 6;
+  }
+  const std::string src = dir + "/kernel.cpp", so = dir + "/kernel.so";
+  std::ofstream(src) << host_unit(prog->source);
+  std::vector<std::string> argv{CUDA_ON_CPU_CXX,  "-std=c++17", "-O1",
+                                "-fPIC",          "-shared",    "-ffp-contract=off",
+                                "-fno-fast-math", "-w",         "-I" CUDA_ON_CPU_SHIM_DIR};
+  for (const auto& f : words(CUDA_ON_CPU_FLAGS))
+    argv.push_back(f);
+  for (int i = 0; i < n; ++i)
+    if (std::strncmp(options[i], "-I", 2) == 0) argv.push_back(options[i]);
+  argv.insert(argv.end(), {src, "-o", so});
+  const int status = run(argv, prog->log);
+  if (status == 0) {
+    std::ifstream in(so, std::ios::binary);
+    prog->image.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::remove(src.c_str());
+  std::remove(so.c_str());
+  ::rmdir(dir.c_str());
+  return status == 0 && !prog->image.empty() ? 0 : 6;
+}
+nvrtcResult nvrtcGetProgramLogSize(void* p, std::size_t* n) {
+  *n = static_cast<program*>(p)->log.size() + 1;
+  return 0;
+}
+nvrtcResult nvrtcGetProgramLog(void* p, char* log) {
+  const auto& l = static_cast<program*>(p)->log;
+  std::memcpy(log, l.c_str(), l.size() + 1);
+  return 0;
+}
+nvrtcResult nvrtcGetCUBINSize(void* p, std::size_t* n) {
+  *n = static_cast<program*>(p)->image.size();
+  return 0;
+}
+nvrtcResult nvrtcGetCUBIN(void* p, char* out) {
+  const auto& i = static_cast<program*>(p)->image;
+  std::memcpy(out, i.data(), i.size());
+  return 0;
+}
+// Never asked for: every architecture the device reports is a "cubin" target here.
+nvrtcResult nvrtcGetPTXSize(void*, std::size_t*) { return 3; }
+nvrtcResult nvrtcGetPTX(void*, char*) { return 3; }
+
+} // extern "C"
