@@ -53,7 +53,11 @@ inline thread_local index3 thread_idx, block_idx, block_dim, grid_dim;
 #define blockDim (::kiln_cpu::block_dim)
 #define gridDim (::kiln_cpu::grid_dim)
 
-inline void __syncthreads() { kiln_cpu::self->group_barrier(kiln_cpu::self->runner); }
+// Each call site is its own barrier (its line): threads at different ones have diverged.
+inline void kiln_cpu_syncthreads(int site) {
+  kiln_cpu::self->group_barrier(kiln_cpu::self->runner, site);
+}
+#define __syncthreads() kiln_cpu_syncthreads(__LINE__)
 
 // A warp's shuffle: every lane publishes its value, then reads lane + delta's (its own past
 // the warp's end, as CUDA does).

@@ -16,8 +16,10 @@ typedef struct kiln_cpu_thread {
   unsigned groups[3];     // gridDim
   unsigned lane;          // index within the warp (linear thread index % 32)
   unsigned warp_lanes;    // threads of this warp (32, or fewer in a short last warp)
-  // The group's barrier (__syncthreads, threadgroup_barrier) and the warp's (around a shuffle).
-  void (*group_barrier)(void* runner);
+  // The group's barrier (__syncthreads, threadgroup_barrier; `site` tells one call of it in
+  // the source from another: threads at different ones have diverged) and the warp's
+  // (around a shuffle).
+  void (*group_barrier)(void* runner, int site);
   void (*warp_barrier)(void* runner);
   void* runner;
   // KILN_CPU_WARP slots of 16 bytes through which a warp exchanges values in a shuffle.

@@ -27,19 +27,25 @@ public:
     expected_ = full_ = n;
   }
   // `done` runs once per phase, under the lock, before anyone is released.
+  // Once diverged, the launch has failed: arrivals no longer wait (the threads are out of
+  // step, and waiting could never end), so the kernel runs to its end with garbage.
   template <class F>
   void arrive(int kind, F&& done) {
     std::unique_lock l(m_);
     if (arrived_ == 0)
       kind_ = kind;
     else if (kind_ != kind)
-      diverged_ = true;
-    if (expected_ < full_) diverged_ = true; // some threads left without taking part
+      diverge();
+    if (expected_ < full_) diverge(); // some threads left without taking part
     if (++arrived_ >= expected_) return complete(done);
+    if (diverged_) {
+      --arrived_;
+      return;
+    }
     const auto gen = gen_;
     // No correct kernel waits this long on a barrier of its own group; a wrong one must end
     // the test, not hang it.
-    if (!cv_.wait_for(l, std::chrono::minutes(2), [&] { return gen_ != gen; })) {
+    if (!cv_.wait_for(l, std::chrono::minutes(2), [&] { return gen_ != gen || diverged_; })) {
       std::fprintf(stderr,
                    "kiln cpu grid: a barrier waited 2 minutes (%u of %u arrived): the "
                    "kernel's threads do not all reach it\n",
@@ -54,10 +60,7 @@ public:
   void leave() {
     std::lock_guard l(m_);
     --expected_;
-    if (arrived_ > 0) {
-      diverged_ = true;
-      if (arrived_ >= expected_) complete([] {});
-    }
+    if (arrived_ > 0) diverge();
   }
   bool diverged() const {
     std::lock_guard l(m_);
@@ -65,6 +68,10 @@ public:
   }
 
 private:
+  void diverge() {
+    diverged_ = true;
+    cv_.notify_all();
+  }
   template <class F>
   void complete(F&& done) {
     arrived_ = 0;
@@ -121,7 +128,7 @@ inline std::string run_grid(kiln_cpu_entry entry, const void* args, const unsign
     }
     x.lane = i % KILN_CPU_WARP;
     x.warp_lanes = lanes_of(i / KILN_CPU_WARP);
-    x.group_barrier = [](void* c) { static_cast<context*>(c)->s->group.arrive(0); };
+    x.group_barrier = [](void* c, int site) { static_cast<context*>(c)->s->group.arrive(site); };
     x.warp_barrier = [](void* c) {
       auto* k = static_cast<context*>(c);
       k->s->warp[k->warp].arrive(0);
@@ -137,8 +144,8 @@ inline std::string run_grid(kiln_cpu_entry entry, const void* args, const unsign
       x.group[2] = static_cast<unsigned>(g / (1ull * grid[0] * grid[1]));
       entry(args, &x);
       s.warp[i / KILN_CPU_WARP].leave();
-      // The end of the group (kind 1): the last thread makes the warps whole for the next.
-      s.group.arrive(1, [&] {
+      // The end of the group (site -1): the last thread makes the warps whole for the next.
+      s.group.arrive(-1, [&] {
         for (unsigned w = 0; w < warps; ++w)
           s.warp[w].reset(lanes_of(w));
       });
