@@ -19,6 +19,11 @@ inline const bool on_cpu_ready = [] {
   }
   return true;
 }();
+// Whether cuda:0 is the CPU stand-in (a test may size its work down there).
+inline bool on_cpu() {
+  const char* lib = std::getenv("KILN_TEST_CUDA_ON_CPU");
+  return lib && *lib;
+}
 inline device_test::fresh_cache& cache() {
   static device_test::fresh_cache c("kiln-cuda-test-");
   return c;

@@ -4,6 +4,7 @@
 // CUDA code compiles and assembles, its gradient matches finite differences; an op with no
 // device body is a clear error on a device, and runs on the host.
 #include "cuda_codegen_support.hpp"
+#include "cuda_support.hpp"
 #include "grad_support.hpp"
 #include "vulkan_support.hpp"
 
@@ -196,23 +197,24 @@ TEST_CASE("custom op: an op without simd() computes lane by lane while the rest 
   CHECK(near<double>(total, want, scale, 8 * double(n)));
 }
 
-TEST_CASE("custom op: a user's op on vulkan:0, one fused kernel, against the host",
-          "[custom_ops][vulkan]") {
-  const kiln::device* dev = vulkan_or_skip();
-  if (!dev) return;
-  const std::int64_t n = test::draw(1000, 5000);
-  const auto av = test::uniform<float>(std::size_t(n), -6, 6),
-             bv = test::uniform<float>(std::size_t(n), -2, 2);
-  const auto a = kiln::from(av, kiln::shape{n}, *dev), b = kiln::from(bv, kiln::shape{n}, *dev);
-  const std::vector<float> got = (mylib::softsign(a) * b + 1.0f).to_vector();
-  REQUIRE(got.size() == std::size_t(n));
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double t = softsign_ref(av[i]) * double(bv[i]);
-    wrong += !near<float>(got[i], t + 1.0, std::fabs(t) + 1.0, 8);
+TEST_CASE("custom op: a user's op on each GPU device, one fused kernel, against the host",
+          "[custom_ops][vulkan][cuda]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+    if (!dev) continue;
+    const std::int64_t n = test::draw(1000, 5000);
+    const auto av = test::uniform<float>(std::size_t(n), -6, 6),
+               bv = test::uniform<float>(std::size_t(n), -2, 2);
+    const auto a = kiln::from(av, kiln::shape{n}, *dev), b = kiln::from(bv, kiln::shape{n}, *dev);
+    const std::vector<float> got = (mylib::softsign(a) * b + 1.0f).to_vector();
+    REQUIRE(got.size() == std::size_t(n));
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double t = softsign_ref(av[i]) * double(bv[i]);
+      wrong += !near<float>(got[i], t + 1.0, std::fabs(t) + 1.0, 8);
+    }
+    INFO(wrong << " of " << n << " elements beyond 8 ulp of the double reference");
+    CHECK(wrong == 0);
   }
-  INFO(wrong << " of " << n << " elements beyond 8 ulp of the double reference");
-  CHECK(wrong == 0);
 }
 
 TEST_CASE("custom op: without a device body, a kiln::error naming the op on vulkan:0",
@@ -276,13 +278,14 @@ TEST_CASE("custom op: its derivative rule against finite differences, first and 
 }
 
 TEST_CASE("custom op: a tunable and a kiln_ math name in a shared body, on the host and "
-          "vulkan:0, against a double-precision reference",
-          "[custom_ops][vulkan]") {
+          "each GPU device, against a double-precision reference",
+          "[custom_ops][vulkan][cuda]") {
   const std::int64_t n = test::draw(500, 3000);
   const auto av = test::uniform<float>(std::size_t(n), 0.5f, 2.0f),
              bv = test::uniform<float>(std::size_t(n), -3.0f, 3.0f);
   std::vector<const kiln::device*> devices{nullptr};
-  if (const kiln::device* dev = vulkan_or_skip()) devices.push_back(dev);
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()})
+    if (dev) devices.push_back(dev);
   for (const kiln::device* dev : devices) {
     const kiln::device d = dev ? *dev : kiln::device{};
     const auto a = kiln::from(av, kiln::shape{n}, d), b = kiln::from(bv, kiln::shape{n}, d);

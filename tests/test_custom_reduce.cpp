@@ -4,6 +4,7 @@
 // every stage of its kernel templates, and as CUDA code that compiles; a derivative rule
 // where the definition gives one. Against a long double reference.
 #include "cuda_codegen_support.hpp"
+#include "cuda_support.hpp"
 #include "grad_support.hpp"
 #include "vulkan_support.hpp"
 
@@ -223,28 +224,30 @@ TEST_CASE("custom reduction: named like a built-in, it runs its own code, not th
           Approx(want).epsilon(1e-12));
 }
 
-TEST_CASE("custom reduction: on vulkan:0 in the thread, group and partial + merge stages, "
+TEST_CASE("custom reduction: on each GPU device in the thread, group and partial + merge stages, "
           "against the host",
-          "[custom_reduce][vulkan]") {
-  const kiln::device* dev = vulkan_or_skip();
-  if (!dev) return;
-  // Shapes that take each stage (jit/pipeline/reduce_plan.hpp): rows shorter than a workgroup
-  // (an invocation each), many rows of two workgroups' length (a workgroup each), few long
-  // rows and one very long (partials, then the merge).
-  for (const auto& [rows, cols] :
-       {std::pair{4096, 7}, std::pair{4096, 100}, std::pair{8, 3000}, std::pair{1, 600000}}) {
-    auto xv = test::uniform<float>(std::size_t(rows) * cols, -3, 3);
-    xv[std::size_t(cols) / 2] = 3e30f; // past f32's square
-    const auto xh = kiln::from(xv, kiln::shape{rows, cols});
-    const auto xd = kiln::from(xv, kiln::shape{rows, cols}, *dev);
-    const auto host = mylib::lp_norm<4>(xh * 0.5f, {1}).eval().to_vector();
-    const auto got = mylib::lp_norm<4>(xd * 0.5f, {1}).eval().to_vector();
-    REQUIRE(got.size() == host.size());
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      wrong += std::fabs(double(got[i]) - host[i]) > 4e-7 * std::fabs(double(host[i]));
-    INFO(wrong << " of " << got.size() << " outputs beyond 4e-7 (" << rows << " x " << cols << ")");
-    CHECK(wrong == 0);
+          "[custom_reduce][vulkan][cuda]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+    if (!dev) continue;
+    // Shapes that take each stage (jit/pipeline/reduce_plan.hpp): rows shorter than a workgroup
+    // (an invocation each), many rows of two workgroups' length (a workgroup each), few long
+    // rows and one very long (partials, then the merge).
+    for (const auto& [rows, cols] :
+         {std::pair{4096, 7}, std::pair{4096, 100}, std::pair{8, 3000}, std::pair{1, 600000}}) {
+      auto xv = test::uniform<float>(std::size_t(rows) * cols, -3, 3);
+      xv[std::size_t(cols) / 2] = 3e30f; // past f32's square
+      const auto xh = kiln::from(xv, kiln::shape{rows, cols});
+      const auto xd = kiln::from(xv, kiln::shape{rows, cols}, *dev);
+      const auto host = mylib::lp_norm<4>(xh * 0.5f, {1}).eval().to_vector();
+      const auto got = mylib::lp_norm<4>(xd * 0.5f, {1}).eval().to_vector();
+      REQUIRE(got.size() == host.size());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        wrong += std::fabs(double(got[i]) - host[i]) > 4e-7 * std::fabs(double(host[i]));
+      INFO(wrong << " of " << got.size() << " outputs beyond 4e-7 (" << rows << " x " << cols
+                 << ")");
+      CHECK(wrong == 0);
+    }
   }
 }
 
@@ -264,12 +267,13 @@ TEST_CASE("custom reduction: its CUDA code compiles for sm_80 and assembles",
 }
 
 TEST_CASE("custom reduction: a run-time parameter (p of an L_p norm) on the host and in every "
-          "vulkan:0 stage, a new value compiling nothing",
-          "[custom_reduce][vulkan]") {
+          "stage of each GPU device, a new value compiling nothing",
+          "[custom_reduce][vulkan][cuda]") {
   const auto xv = test::uniform<double>(3 * 700, -3, 3);
   const auto x = kiln::from(xv, kiln::shape{3, 700});
   std::vector<const kiln::device*> devs{nullptr};
-  if (const kiln::device* d = vulkan_or_skip()) devs.push_back(d);
+  for (const kiln::device* d : {vulkan_or_skip(), cuda_or_skip()})
+    if (d) devs.push_back(d);
   for (const kiln::device* d : devs) {
     const kiln::device dev = d ? *d : kiln::device{};
     for (const auto& [rows, cols] : {std::pair{700, 3}, std::pair{3, 700}, std::pair{1, 300000}}) {

@@ -19,6 +19,11 @@ namespace cuda = kiln::jit::cuda;
 struct device_on_cpu {
   cuda::driver_library d = cuda::load_driver(CUDA_ON_CPU_LIBRARY);
   cuda::nvrtc_library nv = cuda::load_nvrtc_file(CUDA_ON_CPU_LIBRARY);
+  std::vector<cuda::CUdeviceptr> blocks;
+  ~device_on_cpu() {
+    for (auto p : blocks)
+      d.cuMemFree_v2(p);
+  }
 
   cuda::CUfunction kernel(const std::string& source, const char* name) {
     const auto options =
@@ -34,6 +39,7 @@ struct device_on_cpu {
   cuda::CUdeviceptr upload(const std::vector<T>& v) {
     cuda::CUdeviceptr p = 0;
     REQUIRE(d.cuMemAlloc_v2(&p, v.size() * sizeof(T)) == 0);
+    blocks.push_back(p);
     REQUIRE(d.cuMemcpyHtoDAsync_v2(p, v.data(), v.size() * sizeof(T), nullptr) == 0);
     return p;
   }

@@ -5,6 +5,7 @@
 // never the op's name; a broken body reported against its own lines; a device-only op on
 // the host a clear error.
 #include "cuda_codegen_support.hpp"
+#include "cuda_support.hpp"
 #include "grad_support.hpp"
 #include "vulkan_support.hpp"
 
@@ -143,18 +144,19 @@ std::uint64_t kernels_made() {
   return kiln::jit::compile_count().load() + kiln::jit::disk_hit_count().load();
 }
 
-// Devices to run on: the host, and vulkan:0 where there is one.
+// Devices to run on: the host, and vulkan:0 and cuda:0 where there are.
 std::vector<kiln::device> devices() {
   std::vector<kiln::device> d{kiln::device{}};
-  if (const kiln::device* v = vulkan_or_skip()) d.push_back(*v);
+  for (const kiln::device* v : {vulkan_or_skip(), cuda_or_skip()})
+    if (v) d.push_back(*v);
   return d;
 }
 
 } // namespace
 
 TEST_CASE("raw op: a body with a loop and a tunable, fused with the expression around it, on "
-          "the host and vulkan:0, against a double-precision reference",
-          "[raw_ops][vulkan]") {
+          "the host and each GPU device, against a double-precision reference",
+          "[raw_ops][vulkan][cuda]") {
   const std::int64_t n = test::draw(700, 3000);
   const auto xv = test::uniform<float>(std::size_t(n), -2, 2),
              av = test::uniform<float>(std::size_t(n), -3, 3),
@@ -198,39 +200,40 @@ TEST_CASE("raw op: its derivative rule (the series of one term fewer) against fi
 
 TEST_CASE("raw op: the same name with another body is another kernel with its own result, "
           "the same body under another name is the same kernel",
-          "[raw_ops][vulkan]") {
-  const kiln::device* dev = vulkan_or_skip();
-  if (!dev) return;
-  const std::int64_t n = 513;
-  const auto av = test::uniform<float>(n, -3, 3), bv = test::uniform<float>(n, -3, 3),
-             tv = test::uniform<float>(n, -0.5f, 1.5f);
-  const auto a = kiln::from(av, kiln::shape{n}, *dev), b = kiln::from(bv, kiln::shape{n}, *dev),
-             t = kiln::from(tv, kiln::shape{n}, *dev);
-  const auto r1 = mylib::blend(a, b, t).to_vector();
-  const auto r2 = mylib::blend_other(a, b, t).to_vector();
-  const std::uint64_t before = kernels_made();
-  const auto r3 = mylib::mix3(a, b, t).to_vector();
-  CHECK(kernels_made() == before); // blend's kernel, found by its source in memory
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < std::size_t(n); ++i) {
-    const double w1 = blend_ref(av[i], bv[i], tv[i]), w2 = double(av[i]) * tv[i] + bv[i];
-    wrong += std::fabs(r1[i] - w1) > 1e-5 * (1 + std::fabs(w1));
-    wrong += std::fabs(r2[i] - w2) > 1e-5 * (1 + std::fabs(w2));
-    wrong += r3[i] != r1[i];
+          "[raw_ops][vulkan][cuda]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+    if (!dev) continue;
+    const std::int64_t n = 513;
+    const auto av = test::uniform<float>(n, -3, 3), bv = test::uniform<float>(n, -3, 3),
+               tv = test::uniform<float>(n, -0.5f, 1.5f);
+    const auto a = kiln::from(av, kiln::shape{n}, *dev), b = kiln::from(bv, kiln::shape{n}, *dev),
+               t = kiln::from(tv, kiln::shape{n}, *dev);
+    const auto r1 = mylib::blend(a, b, t).to_vector();
+    const auto r2 = mylib::blend_other(a, b, t).to_vector();
+    const std::uint64_t before = kernels_made();
+    const auto r3 = mylib::mix3(a, b, t).to_vector();
+    CHECK(kernels_made() == before); // blend's kernel, found by its source in memory
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < std::size_t(n); ++i) {
+      const double w1 = blend_ref(av[i], bv[i], tv[i]), w2 = double(av[i]) * tv[i] + bv[i];
+      wrong += std::fabs(r1[i] - w1) > 1e-5 * (1 + std::fabs(w1));
+      wrong += std::fabs(r2[i] - w2) > 1e-5 * (1 + std::fabs(w2));
+      wrong += r3[i] != r1[i];
+    }
+    INFO(wrong << " wrong values of " << 3 * n);
+    CHECK(wrong == 0);
+    // The op's name is nowhere in the source; the body's function name is its hash.
+    const kiln::tensor<float> x(kiln::shape{4});
+    const std::string src1 =
+        cuda_test::elementwise_source(cuda_test::ir_of(false, 1, false, mylib::blend(x, x, x)));
+    const std::string src2 = cuda_test::elementwise_source(
+        cuda_test::ir_of(false, 1, false, mylib::blend_other(x, x, x)));
+    const std::string src3 =
+        cuda_test::elementwise_source(cuda_test::ir_of(false, 1, false, mylib::mix3(x, x, x)));
+    CHECK(src1.find("blend") == std::string::npos);
+    CHECK(src1 != src2);
+    CHECK(src1 == src3);
   }
-  INFO(wrong << " wrong values of " << 3 * n);
-  CHECK(wrong == 0);
-  // The op's name is nowhere in the source; the body's function name is its hash.
-  const kiln::tensor<float> x(kiln::shape{4});
-  const std::string src1 =
-      cuda_test::elementwise_source(cuda_test::ir_of(false, 1, false, mylib::blend(x, x, x)));
-  const std::string src2 =
-      cuda_test::elementwise_source(cuda_test::ir_of(false, 1, false, mylib::blend_other(x, x, x)));
-  const std::string src3 =
-      cuda_test::elementwise_source(cuda_test::ir_of(false, 1, false, mylib::mix3(x, x, x)));
-  CHECK(src1.find("blend") == std::string::npos);
-  CHECK(src1 != src2);
-  CHECK(src1 == src3);
 }
 
 TEST_CASE("raw op: a body that does not compile is a kiln::error naming the op and the "
@@ -268,8 +271,8 @@ TEST_CASE("raw op: a body that does not compile is a kiln::error naming the op a
 }
 
 TEST_CASE("raw op: a device-only op on the host is a kiln::error naming it, and runs on "
-          "vulkan:0",
-          "[raw_ops][vulkan]") {
+          "each GPU device",
+          "[raw_ops][vulkan][cuda]") {
   const auto xv = test::uniform<float>(100, -3, 3);
   const auto x = kiln::from(xv, kiln::shape{100});
   try {
@@ -281,16 +284,17 @@ TEST_CASE("raw op: a device-only op on the host is a kiln::error naming it, and 
     CHECK(std::string(e.what()).find("device_only") != std::string::npos);
   }
   CHECK_THROWS_AS(kiln::sum(mylib::gpu_square(x)).item(), kiln::error);
-  const kiln::device* dev = vulkan_or_skip();
-  if (!dev) return;
-  const auto xd = kiln::from(xv, kiln::shape{100}, *dev);
-  const auto got = (mylib::gpu_square(xd) + 1.0f).to_vector();
-  for (std::size_t i = 0; i < got.size(); ++i)
-    CHECK(got[i] == Approx(double(xv[i]) * xv[i] + 1).epsilon(1e-6));
-  CHECK(kiln::sum(mylib::gpu_square(xd)).item() ==
-        Approx(std::accumulate(xv.begin(), xv.end(), 0.0, [](double s, float v) {
-          return s + double(v) * v;
-        })).epsilon(1e-5));
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+    if (!dev) continue;
+    const auto xd = kiln::from(xv, kiln::shape{100}, *dev);
+    const auto got = (mylib::gpu_square(xd) + 1.0f).to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == Approx(double(xv[i]) * xv[i] + 1).epsilon(1e-6));
+    CHECK(kiln::sum(mylib::gpu_square(xd)).item() ==
+          Approx(std::accumulate(xv.begin(), xv.end(), 0.0, [](double s, float v) {
+            return s + double(v) * v;
+          })).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("raw op: the CUDA code of raw ops compiles for sm_80 and assembles",

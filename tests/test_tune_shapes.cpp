@@ -6,6 +6,7 @@
 // (tune/op_tunables.hpp): each value compiles its own code and computes the right values,
 // kiln::tune picks among them and later evaluations take its choice, and values whose
 // results differ from the op's own are rejected.
+#include "cuda_support.hpp"
 #include "vulkan_support.hpp"
 
 #include "tune_support.hpp"
@@ -179,101 +180,103 @@ const float unwritten = std::numeric_limits<float>::quiet_NaN();
 
 } // namespace
 
-TEST_CASE("tuning shapes on vulkan:0: a flat float pass in every shape matches double loops",
-          "[tune][vulkan]") {
-  const kiln::device* dev = vulkan_or_skip();
-  if (!dev) return;
-  std::mt19937 rng(11);
-  for (const std::int64_t n : sizes) {
-    INFO(n << " elements");
-    kiln::tensor<float> x = kiln::random::normal<float>({n}, 5).to(*dev);
-    kiln::tensor<float> y = kiln::random::normal<float>({n}, 6).to(*dev);
-    const auto xs = x.to_vector(), ys = y.to_vector();
-    std::vector<double> ref(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < ref.size(); ++i)
-      ref[i] = double(xs[i]) * double(ys[i]) - 0.5 * double(xs[i]);
-    auto f = [&] {
-      kiln::tensor<float> o = kiln::full<float>({n}, unwritten, *dev);
-      o = x * y - 0.5f * x;
-      return o;
-    };
-    under_each(
-        f, [&](const kiln::tensor<float>& out) { check_near(out, ref); }, rng);
+TEST_CASE("tuning shapes on each GPU device: a flat float pass in every shape matches double loops",
+          "[tune][vulkan][cuda]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+    if (!dev) continue;
+    std::mt19937 rng(11);
+    for (const std::int64_t n : sizes) {
+      INFO(n << " elements");
+      kiln::tensor<float> x = kiln::random::normal<float>({n}, 5).to(*dev);
+      kiln::tensor<float> y = kiln::random::normal<float>({n}, 6).to(*dev);
+      const auto xs = x.to_vector(), ys = y.to_vector();
+      std::vector<double> ref(static_cast<std::size_t>(n));
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        ref[i] = double(xs[i]) * double(ys[i]) - 0.5 * double(xs[i]);
+      auto f = [&] {
+        kiln::tensor<float> o = kiln::full<float>({n}, unwritten, *dev);
+        o = x * y - 0.5f * x;
+        return o;
+      };
+      under_each(
+          f, [&](const kiln::tensor<float>& out) { check_near(out, ref); }, rng);
+    }
   }
 }
 
-TEST_CASE("tuning shapes on vulkan:0: strided and offset views, an integer pass and two "
+TEST_CASE("tuning shapes on each GPU device: strided and offset views, an integer pass and two "
           "outputs in every shape match double loops",
-          "[tune][vulkan]") {
-  const kiln::device* dev = vulkan_or_skip();
-  if (!dev) return;
-  std::mt19937 rng(12);
-  for (const std::int64_t cols : {std::int64_t{3}, std::int64_t{129}}) {
-    const std::int64_t rows = 301;
-    INFO(rows << " x " << cols);
-    kiln::tensor<float> a = kiln::random::normal<float>({cols, rows + 2}, 7).to(*dev);
-    kiln::tensor<float> b = kiln::random::normal<float>({rows, 1}, 8).to(*dev);
-    const auto as = a.to_vector(), bs = b.to_vector();
-    // a's transpose without its first row (an offset, strided view), broadcast with b.
-    auto f = [&] {
-      kiln::tensor<float> o = kiln::full<float>({rows, cols}, unwritten, *dev);
-      o = a.transpose().narrow(0, 1, rows) * 3.0f + b;
-      return o;
-    };
-    std::vector<double> ref(std::size_t(rows * cols));
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        ref[std::size_t(r * cols + c)] =
-            3.0 * double(as[std::size_t(c * (rows + 2) + r + 1)]) + double(bs[std::size_t(r)]);
-    under_each(
-        f, [&](const kiln::tensor<float>& out) { check_near(out, ref); }, rng);
-  }
-  for (const std::int64_t n : sizes) {
-    INFO(n << " integers");
-    const kiln::tensor<std::int32_t> x =
-        kiln::cast<std::int32_t>(kiln::random::uniform<double>({n}, 9, -1000, 1000));
+          "[tune][vulkan][cuda]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+    if (!dev) continue;
+    std::mt19937 rng(12);
+    for (const std::int64_t cols : {std::int64_t{3}, std::int64_t{129}}) {
+      const std::int64_t rows = 301;
+      INFO(rows << " x " << cols);
+      kiln::tensor<float> a = kiln::random::normal<float>({cols, rows + 2}, 7).to(*dev);
+      kiln::tensor<float> b = kiln::random::normal<float>({rows, 1}, 8).to(*dev);
+      const auto as = a.to_vector(), bs = b.to_vector();
+      // a's transpose without its first row (an offset, strided view), broadcast with b.
+      auto f = [&] {
+        kiln::tensor<float> o = kiln::full<float>({rows, cols}, unwritten, *dev);
+        o = a.transpose().narrow(0, 1, rows) * 3.0f + b;
+        return o;
+      };
+      std::vector<double> ref(std::size_t(rows * cols));
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ref[std::size_t(r * cols + c)] =
+              3.0 * double(as[std::size_t(c * (rows + 2) + r + 1)]) + double(bs[std::size_t(r)]);
+      under_each(
+          f, [&](const kiln::tensor<float>& out) { check_near(out, ref); }, rng);
+    }
+    for (const std::int64_t n : sizes) {
+      INFO(n << " integers");
+      const kiln::tensor<std::int32_t> x =
+          kiln::cast<std::int32_t>(kiln::random::uniform<double>({n}, 9, -1000, 1000));
+      const auto xs = x.to_vector();
+      kiln::tensor<std::int32_t> xd = x.to(*dev);
+      auto f = [&] {
+        kiln::tensor<std::int32_t> o = kiln::full<std::int32_t>({n}, -12345, *dev);
+        o = xd * xd - 7 * xd;
+        return o;
+      };
+      under_each(
+          f,
+          [&](const kiln::tensor<std::int32_t>& out) {
+            const auto o = out.to_vector();
+            REQUIRE(o.size() == xs.size());
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < o.size(); ++i) {
+              const std::int64_t v = xs[i];
+              bad += o[i] != v * v - 7 * v;
+            }
+            CHECK(bad == 0);
+          },
+          rng);
+    }
+    // Two outputs of one pass: both stored in every shape.
+    const std::int64_t n = 12345;
+    kiln::tensor<float> x = kiln::random::normal<float>({n}, 10).to(*dev);
     const auto xs = x.to_vector();
-    kiln::tensor<std::int32_t> xd = x.to(*dev);
+    kiln::tensor<float> p, q;
     auto f = [&] {
-      kiln::tensor<std::int32_t> o = kiln::full<std::int32_t>({n}, -12345, *dev);
-      o = xd * xd - 7 * xd;
-      return o;
+      p = kiln::full<float>({n}, unwritten, *dev);
+      q = kiln::full<float>({n}, unwritten, *dev);
+      kiln::eval(p = x * 2.0f, q = x - 1.0f);
+      return 0;
     };
     under_each(
         f,
-        [&](const kiln::tensor<std::int32_t>& out) {
-          const auto o = out.to_vector();
-          REQUIRE(o.size() == xs.size());
+        [&](int) {
+          const auto ps = p.to_vector(), qs = q.to_vector();
           std::size_t bad = 0;
-          for (std::size_t i = 0; i < o.size(); ++i) {
-            const std::int64_t v = xs[i];
-            bad += o[i] != v * v - 7 * v;
-          }
+          for (std::size_t i = 0; i < xs.size(); ++i)
+            bad += ps[i] != 2.0f * xs[i] || qs[i] != xs[i] - 1.0f;
           CHECK(bad == 0);
         },
         rng);
   }
-  // Two outputs of one pass: both stored in every shape.
-  const std::int64_t n = 12345;
-  kiln::tensor<float> x = kiln::random::normal<float>({n}, 10).to(*dev);
-  const auto xs = x.to_vector();
-  kiln::tensor<float> p, q;
-  auto f = [&] {
-    p = kiln::full<float>({n}, unwritten, *dev);
-    q = kiln::full<float>({n}, unwritten, *dev);
-    kiln::eval(p = x * 2.0f, q = x - 1.0f);
-    return 0;
-  };
-  under_each(
-      f,
-      [&](int) {
-        const auto ps = p.to_vector(), qs = q.to_vector();
-        std::size_t bad = 0;
-        for (std::size_t i = 0; i < xs.size(); ++i)
-          bad += ps[i] != 2.0f * xs[i] || qs[i] != xs[i] - 1.0f;
-        CHECK(bad == 0);
-      },
-      rng);
 }
 
 TEST_CASE("tuning a custom op's tunables on vulkan:0: each value its own code and the right "

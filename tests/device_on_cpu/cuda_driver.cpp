@@ -14,12 +14,14 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <dlfcn.h>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <unordered_set>
 
 #ifndef CUDA_ON_CPU_CXX
 #error "CUDA_ON_CPU_CXX: the host compiler that compiles kernels"
@@ -49,6 +51,14 @@ struct event {
 };
 std::mutex launch_mutex; // one grid at a time: a group's shared memory is a kernel's statics
 
+// A CUfunction: kept as long as its module, i.e. for the process (kiln unloads none).
+function* keep(function f) {
+  static std::mutex m;
+  static std::deque<function> all;
+  std::lock_guard lock(m);
+  return &all.emplace_back(std::move(f));
+}
+
 // The bytes of an ELF64 image from its header: section headers come last in what the host
 // linker writes.
 std::size_t elf_size(const unsigned char* p) {
@@ -64,6 +74,18 @@ std::size_t elf_size(const unsigned char* p) {
   std::memcpy(&shentsize, p + 0x3a, 2);
   std::memcpy(&shnum, p + 0x3c, 2);
   return static_cast<std::size_t>(shoff + std::uint64_t(shentsize) * shnum);
+}
+
+// Device memory belongs to the context until the process ends, as a GPU's does: the live
+// blocks stay reachable here, so a leak checker does not count what kiln's caching arena
+// holds at exit (it never frees its cached blocks: the process ending does).
+struct live_blocks {
+  std::mutex m;
+  std::unordered_set<void*> all;
+};
+live_blocks& live() {
+  static auto* l = new live_blocks; // never destroyed: blocks outlive every static
+  return *l;
 }
 
 std::string temp_dir() {
@@ -130,10 +152,19 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, std::size_t n) {
   void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
   if (!m) return fail(out_of_memory, "host allocation of " + std::to_string(n) + " bytes");
   std::memset(m, 0xA5, n);
+  {
+    std::lock_guard lock(live().m);
+    live().all.insert(m);
+  }
   *p = reinterpret_cast<CUdeviceptr>(m);
   return ok;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) {
+  {
+    std::lock_guard lock(live().m);
+    if (live().all.erase(reinterpret_cast<void*>(p)) == 0)
+      return fail(invalid_value, "cuMemFree of a pointer that is not a live allocation");
+  }
   std::free(reinterpret_cast<void*>(p));
   return ok;
 }
@@ -194,7 +225,7 @@ CUresult cuModuleLoadData(void** m, const void* image) {
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
   void* e = ::dlsym(m, ("kiln_cpu_entry_" + std::string(name)).c_str());
   if (!e) return fail(not_found, std::string("no kernel ") + name + " in the module");
-  *f = new function{reinterpret_cast<kiln_cpu_entry>(e), name};
+  *f = keep({reinterpret_cast<kiln_cpu_entry>(e), name});
   return ok;
 }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
