@@ -12,6 +12,7 @@ struct gate : op_base {
   static constexpr const char* name = "gate";
   static constexpr spelling glsl{.any = "($1 != $T(0) ? $0 : $T(0))"};
   static constexpr spelling cuda{.any = "($1 != $T(0) ? $0 : $T(0))"};
+  static constexpr spelling msl = cuda;
   static constexpr int arity = 2;
   // The host evaluator reads v only where m is non-zero: a switched-off adjoint term costs
   // its mask, not its arithmetic (eval/readers.hpp).

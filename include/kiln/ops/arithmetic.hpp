@@ -23,6 +23,7 @@ struct add : op_base {
   static constexpr spelling glsl{.any = "($0 + $1)"};
   // CUDA C++: integers wrap through uint64_t (signed overflow is undefined there, not in GLSL).
   static constexpr spelling cuda{.integer = "$T(uint64_t($0) + uint64_t($1))", .any = "($0 + $1)"};
+  static constexpr spelling msl = cuda; // MSL is C++ too: the same wrapping
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -51,6 +52,7 @@ struct sub : op_base {
   static constexpr const char* name = "sub";
   static constexpr spelling glsl{.any = "($0 - $1)"};
   static constexpr spelling cuda{.integer = "$T(uint64_t($0) - uint64_t($1))", .any = "($0 - $1)"};
+  static constexpr spelling msl = cuda; // MSL is C++ too: the same wrapping
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -79,6 +81,7 @@ struct mul : op_base {
   static constexpr const char* name = "mul";
   static constexpr spelling glsl{.any = "($0 * $1)"};
   static constexpr spelling cuda{.integer = "$T(uint64_t($0) * uint64_t($1))", .any = "($0 * $1)"};
+  static constexpr spelling msl = cuda; // MSL is C++ too: the same wrapping
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -116,6 +119,7 @@ struct div : op_base {
                  "$T(uint64_t(0) - uint64_t($0)) : "
                  "$0 / (($1 == $T(0) || ($T(-1) < $T(0) && $1 == ~$T(0))) ? $T(1) : $1))",
       .any = "($0 / $1)"};
+  static constexpr spelling msl = cuda; // MSL is C++ too: the same wrapping
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -151,6 +155,7 @@ struct mod : op_base {
   static constexpr spelling glsl{.integer = integer_mod, .any = "kiln_fmod($0, $1)"};
   static constexpr spelling cuda{
       .integer = integer_mod, .f32 = "fmodf($0, $1)", .f64 = "fmod($0, $1)"};
+  static constexpr spelling msl{.integer = integer_mod, .any = "kiln_fmod($0, $1)"};
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -179,6 +184,7 @@ struct neg : op_base {
   static constexpr const char* name = "neg";
   static constexpr spelling glsl{.integer = "($T(0) - $0)", .any = "(-$0)"};
   static constexpr spelling cuda{.integer = "$T(uint64_t(0) - uint64_t($0))", .any = "(-$0)"};
+  static constexpr spelling msl = cuda; // MSL is C++ too: the same wrapping
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -212,6 +218,7 @@ struct abs : op_base {
   static constexpr spelling cuda{.integer = "($0 < $T(0) ? $T(uint64_t(0) - uint64_t($0)) : $0)",
                                  .f32 = "fabsf($0)",
                                  .f64 = "fabs($0)"};
+  static constexpr spelling msl{.integer = cuda.integer, .any = "abs($0)"};
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -243,6 +250,7 @@ struct sign : op_base {
   static constexpr spelling glsl{.integer = "($0 > $T(0) ? $T(1) : $0 < $T(0) ? $T(-1) : $T(0))",
                                  .any = "($0 > $T(0) ? $T(1) : $0 < $T(0) ? $T(-1) : $0)"};
   static constexpr spelling cuda = glsl; // valid C++ with the same meaning
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 1;
   using rule = rules::arithmetic;
   template <class T>
@@ -266,6 +274,7 @@ struct maximum : op_base {
   static constexpr spelling glsl{.integer = "($0 < $1 ? $1 : $0)",
                                  .any = "((isnan($0) || isnan($1)) ? $0 + $1 : $0 < $1 ? $1 : $0)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -297,6 +306,7 @@ struct minimum : op_base {
   static constexpr spelling glsl{.integer = "($1 < $0 ? $1 : $0)",
                                  .any = "((isnan($0) || isnan($1)) ? $0 + $1 : $1 < $0 ? $1 : $0)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::arithmetic;
   template <class T>
@@ -330,6 +340,7 @@ struct clamp : op_base {
                                  .any = "((isnan($0) || isnan($1) || isnan($2)) ? $0 + $1 + $2 : "
                                         "$2 < ($0 < $1 ? $1 : $0) ? $2 : ($0 < $1 ? $1 : $0))"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 3;
   using rule = rules::arithmetic;
   template <class T>

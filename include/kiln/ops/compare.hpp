@@ -14,6 +14,7 @@ namespace kiln::ops {
     static constexpr spelling glsl{.boolean = "(int($0) " #sym " int($1))",                        \
                                    .any = "($0 " #sym " $1)"};                                     \
     static constexpr spelling cuda = glsl; /* valid C++, the same meaning */                       \
+    static constexpr spelling msl = glsl;                                                          \
     using rule = rules::comparison;                                                                \
     template <class T>                                                                             \
     static bool host(T a, T b) {                                                                   \

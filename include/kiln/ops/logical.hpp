@@ -10,6 +10,7 @@ struct logical_and : op_base {
   static constexpr const char* name = "logical_and";
   static constexpr spelling glsl{.any = "($0 && $1)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a && b; }
@@ -19,6 +20,7 @@ struct logical_or : op_base {
   static constexpr const char* name = "logical_or";
   static constexpr spelling glsl{.any = "($0 || $1)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a || b; }
@@ -28,6 +30,7 @@ struct logical_xor : op_base {
   static constexpr const char* name = "logical_xor";
   static constexpr spelling glsl{.any = "($0 != $1)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::logical;
   static bool host(bool a, bool b) { return a != b; }
@@ -37,6 +40,7 @@ struct logical_not : op_base {
   static constexpr const char* name = "logical_not";
   static constexpr spelling glsl{.any = "(!$0)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 1;
   using rule = rules::logical;
   static bool host(bool a) { return !a; }
@@ -47,6 +51,7 @@ struct bit_and : op_base {
   static constexpr const char* name = "bit_and";
   static constexpr spelling glsl{.boolean = "($0 && $1)", .integer = "($0 & $1)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -65,6 +70,7 @@ struct bit_or : op_base {
   static constexpr const char* name = "bit_or";
   static constexpr spelling glsl{.boolean = "($0 || $1)", .integer = "($0 | $1)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -83,6 +89,7 @@ struct bit_xor : op_base {
   static constexpr const char* name = "bit_xor";
   static constexpr spelling glsl{.boolean = "($0 != $1)", .integer = "($0 ^ $1)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 2;
   using rule = rules::bitwise;
   template <class T>
@@ -101,6 +108,7 @@ struct bit_not : op_base {
   static constexpr const char* name = "bit_not";
   static constexpr spelling glsl{.boolean = "(!$0)", .integer = "(~$0)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 1;
   using rule = rules::bitwise;
   template <class T>

@@ -144,6 +144,7 @@ B simd_sigmoid(const B& x) {
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.any = "kiln_" #Name "($0)"};                                   \
     static constexpr spelling cuda{.f32 = #Name "f($0)", .f64 = #Name "($0)"}; /* libdevice */     \
+    static constexpr spelling msl = glsl; /* kiln_ names: metal/math_names.hpp */                  \
     static constexpr int arity = 1;                                                                \
     using rule = rules::floating;                                                                  \
     template <class T>                                                                             \
@@ -209,6 +210,7 @@ struct erf : op_base {
   static constexpr const char* name = "erf";
   static constexpr spelling glsl{.any = "kiln_erf($0)"};
   static constexpr spelling cuda{.f32 = "erff($0)", .f64 = "erf($0)"};
+  static constexpr spelling msl = glsl; // kiln_ names: metal/math_names.hpp
   static constexpr int arity = 1;
   using rule = rules::floating;
   template <class T>
@@ -236,6 +238,7 @@ struct erfc : op_base {
   static constexpr const char* name = "erfc";
   static constexpr spelling glsl{.any = "kiln_erfc($0)"};
   static constexpr spelling cuda{.f32 = "erfcf($0)", .f64 = "erfc($0)"};
+  static constexpr spelling msl = glsl; // kiln_ names: metal/math_names.hpp
   static constexpr int arity = 1;
   using rule = rules::floating;
   template <class T>
@@ -264,6 +267,7 @@ struct erfc : op_base {
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.any = "kiln_" #Name "($0, $1)"};                               \
     static constexpr spelling cuda{.f32 = #Name "f($0, $1)", .f64 = #Name "($0, $1)"};             \
+    static constexpr spelling msl = glsl; /* kiln_ names: metal/math_names.hpp */                  \
     static constexpr int arity = 2;                                                                \
     using rule = rules::floating;                                                                  \
     template <class T>                                                                             \
@@ -294,6 +298,7 @@ struct fmod : op_base {
   static constexpr const char* name = "fmod";
   static constexpr spelling glsl{.any = "kiln_fmod($0, $1)"};
   static constexpr spelling cuda{.f32 = "fmodf($0, $1)", .f64 = "fmod($0, $1)"};
+  static constexpr spelling msl = glsl; // kiln_ names: metal/math_names.hpp
   static constexpr int arity = 2;
   using rule = rules::floating;
   template <class T>
@@ -316,6 +321,7 @@ struct pow : op_base {
   static constexpr const char* name = "pow";
   static constexpr spelling glsl{.any = "kiln_pow($0, $1)"};
   static constexpr spelling cuda{.f32 = "powf($0, $1)", .f64 = "pow($0, $1)"};
+  static constexpr spelling msl = glsl; // kiln_ names: metal/math_names.hpp
   static constexpr int arity = 2;
   using rule = rules::floating;
   template <class T>
@@ -339,6 +345,7 @@ struct pow : op_base {
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.integer = "$0", .any = "kiln_" #Name "($0)"};                  \
     static constexpr spelling cuda{.integer = "$0", .f32 = #Name "f($0)", .f64 = #Name "($0)"};    \
+    static constexpr spelling msl = glsl; /* kiln_ names: metal/math_names.hpp */                  \
     static constexpr int arity = 1;                                                                \
     using rule = rules::rounding;                                                                  \
     template <class T>                                                                             \

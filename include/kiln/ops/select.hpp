@@ -9,6 +9,7 @@ struct where : op_base {
   static constexpr const char* name = "where";
   static constexpr spelling glsl{.any = "($0 ? $1 : $2)"};
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 3;
   using rule = rules::select;
   template <class T>
@@ -29,6 +30,7 @@ struct where : op_base {
     static constexpr const char* name = #Name;                                                     \
     static constexpr spelling glsl{.integer = #int_value, .any = glsl_float};                      \
     static constexpr spelling cuda = glsl; /* CUDA's isnan and isinf take float and double */      \
+    static constexpr spelling msl = glsl;                                                          \
     static constexpr int arity = 1;                                                                \
     using rule = rules::predicate;                                                                 \
     template <class T>                                                                             \
@@ -50,6 +52,7 @@ struct cast : op_base {
   static constexpr const char* name = "cast";
   static constexpr spelling glsl{.any = "$0"}; // converted on the way out too
   static constexpr spelling cuda = glsl;
+  static constexpr spelling msl = glsl;
   static constexpr int arity = 1;
   using rule = rules::conversion<To>;
   template <class T>

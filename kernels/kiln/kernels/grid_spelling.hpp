@@ -22,6 +22,9 @@ struct grid_spelling {
   // same text for every T where one definition serves all).
   std::string lane, subgroup, subgroup_size, subgroups;
   std::string (*shuffle)(const std::string& type) = nullptr;
+  // Whether shared arrays are declared inside the entry point (MSL: threadgroup variables
+  // live in kernel scope) instead of at file scope before it.
+  bool shared_in_entry = false;
 };
 
 // Declarations of the flattened workgroup index `kiln_group` and count `kiln_groups`, in

@@ -118,6 +118,22 @@ inline std::string finish(const reduction_parts& p) {
   return "      const " + p.result + " res = " + p.finish + ";\n" + p.store;
 }
 
+// Up to the kernel's first statement: the shared arrays (at file scope, or in the entry
+// where the dialect keeps them there), the shuffles of subgroup kernels, the entry point.
+inline std::string opening(const grid_spelling& g, const std::string& I, const reduction_parts& p,
+                           int G, bool subgroup) {
+  const std::string arrays = shared_arrays(g, I, p, G);
+  std::string s =
+      (g.shared_in_entry ? "" : arrays) + (subgroup ? shuffles(g, I, p) : "") + entry(g, G) + "\n";
+  if (g.shared_in_entry)
+    for (std::size_t at = 0; at < arrays.size();) {
+      const std::size_t end = arrays.find('\n', at);
+      s += "  " + arrays.substr(at, end + 1 - at);
+      at = end + 1;
+    }
+  return s;
+}
+
 } // namespace detail
 
 // partial: store each chunk's state at unit w instead of the result of output o.
@@ -125,8 +141,7 @@ inline std::string finish(const reduction_parts& p) {
 inline std::string reduce_group(const grid_spelling& g, const std::string& I,
                                 const reduction_parts& p, bool partial, int G,
                                 bool subgroup = false) {
-  std::string s = detail::shared_arrays(g, I, p, G) + (subgroup ? detail::shuffles(g, I, p) : "") +
-                  detail::entry(g, G) + "\n";
+  std::string s = detail::opening(g, I, p, G, subgroup);
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  const " + I + " units = P.x1 * P.x2;\n";
   s += "  for (" + I + " w = kiln_group; w < units; w += kiln_groups) {\n";
@@ -144,8 +159,7 @@ inline std::string reduce_group(const grid_spelling& g, const std::string& I,
 
 inline std::string reduce_merge(const grid_spelling& g, const std::string& I,
                                 const reduction_parts& p, int G, bool subgroup = false) {
-  std::string s = detail::shared_arrays(g, I, p, G) + (subgroup ? detail::shuffles(g, I, p) : "") +
-                  detail::entry(g, G) + "\n";
+  std::string s = detail::opening(g, I, p, G, subgroup);
   s += "  const uint lid = " + g.local + ";\n" + flat_groups(g, I, "  ");
   s += "  for (" + I + " o = kiln_group; o < P.x1; o += kiln_groups) {\n";
   s += detail::state(I, p);

@@ -19,7 +19,7 @@
 namespace kiln::jit {
 
 struct dialect {
-  const char* name;                    // for messages: "GLSL", "CUDA"
+  const char* name;                    // for messages: "GLSL", "CUDA", "MSL"
   const spelling* ir_op::*spelling_of; // the op's spelling in this dialect
   const char* index_types[2];          // 32-bit, 64-bit index type
   // Element `index` (a variable of the index type) of buffer b.
@@ -28,6 +28,8 @@ struct dialect {
   std::string (*store)(dtype, const std::string& v); // register -> stored element
   cfamily::literal_style literals;                   // float literals in conversions
   const char* function_prefix = "";                  // before a helper function: "inline "
+  // Out-parameters (frexp's exponent) are references, as in GLSL and MSL; else pointers.
+  bool out_by_reference = false;
   std::string convert(dtype from, dtype to, const std::string& x) const {
     return cfamily::convert_expr(from, to, x, literals);
   }
@@ -217,8 +219,9 @@ public:
     return "(" + d_.convert(from, to, x) + ")";
   }
   std::string frexp(const std::string& x, const std::string& k) const override {
-    // GLSL passes the exponent as an out parameter, C++ by pointer.
-    return "frexp(" + x + ", " + (d_.literals == cfamily::literal_style::glsl ? k : "&" + k) + ")";
+    // GLSL and MSL pass the exponent as an out parameter (a reference), C++ by pointer.
+    const bool ref = d_.literals == cfamily::literal_style::glsl || d_.out_by_reference;
+    return "frexp(" + x + ", " + (ref ? k : "&" + k) + ")";
   }
   std::string limit(dtype t, bool lowest) const override {
     if (is_floating(t)) return lowest ? "(-1.0 / 0.0)" : "(1.0 / 0.0)";
