@@ -13,7 +13,7 @@ void casts_from() {
        "cast", 0, [](const auto& a) { return kiln::cast<To>(a); }, x),
    ...);
 }
-TEMPLATE_TEST_CASE("device catalog: cast", "[vulkan][cuda][catalog]", bool, std::uint8_t,
+TEMPLATE_TEST_CASE("device catalog: cast", "[vulkan][cuda][metal][catalog]", bool, std::uint8_t,
                    std::int32_t, std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float,
                    double) {
   casts_from<TestType, bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,

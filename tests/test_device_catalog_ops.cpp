@@ -5,7 +5,7 @@
 using catalog::check;
 using catalog::values;
 
-TEMPLATE_TEST_CASE("device catalog: arithmetic", "[vulkan][cuda][catalog]", std::uint8_t,
+TEMPLATE_TEST_CASE("device catalog: arithmetic", "[vulkan][cuda][metal][catalog]", std::uint8_t,
                    std::int32_t, std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float,
                    double) {
   const auto x = values<TestType>(-1e4, 1e4), y = values<TestType>(-100, 100);
@@ -32,7 +32,7 @@ TEMPLATE_TEST_CASE("device catalog: arithmetic", "[vulkan][cuda][catalog]", std:
       "scalar operands", 0, [](const auto& a) { return a * 3 + 2 - a / 7; }, x);
 }
 
-TEMPLATE_TEST_CASE("device catalog: comparisons, where, predicates", "[vulkan][cuda][catalog]",
+TEMPLATE_TEST_CASE("device catalog: comparisons, where, predicates", "[vulkan][cuda][metal][catalog]",
                    bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
                    kiln::bfloat16, float, double) {
   const auto x = values<TestType>(-5, 5), y = values<TestType>(-5, 5);
@@ -48,7 +48,7 @@ TEMPLATE_TEST_CASE("device catalog: comparisons, where, predicates", "[vulkan][c
       [](const auto& a) { return kiln::isnan(a) || (kiln::isinf(a) && !kiln::isfinite(a)); }, x);
 }
 
-TEMPLATE_TEST_CASE("device catalog: logical and bitwise", "[vulkan][cuda][catalog]", bool,
+TEMPLATE_TEST_CASE("device catalog: logical and bitwise", "[vulkan][cuda][metal][catalog]", bool,
                    std::uint8_t, std::int32_t, std::uint32_t, std::int64_t) {
   const auto x = values<TestType>(-1e6, 1e6), y = values<TestType>(-1e6, 1e6);
   check(

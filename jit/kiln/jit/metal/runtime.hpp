@@ -1,0 +1,146 @@
+#pragma once
+// What the Metal backend (backend.hpp) asks of a Metal device, as one small interface: the
+// Metal framework on Apple platforms implements it (an MTLDevice, its command queue as the
+// in-order work queue, MTLBuffers, libraries from source with safe math, compute pipeline
+// states), and so can a stand-in (the test suite's msl-on-cpu runs generated MSL on host
+// threads through it). Above it, `context` keeps a caching arena of buffers, as the CUDA
+// context does over cuMemAlloc.
+#include "kiln/error.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::jit::metal {
+
+struct device_properties {
+  std::string name;                 // "Apple M2 Pro"
+  std::string identity;             // what tells this device apart in caches: name, registry id, OS
+  std::string compiler;             // the MSL compiler's version ("MSL 3.1, macOS 14.4")
+  std::uint32_t vendor_id = 0x106b; // Apple
+  int max_group = 1024;             // threads per threadgroup
+  int simd_width = 32;              // threads per SIMD-group
+  std::size_t threadgroup_bytes = 32768;
+  std::int64_t preferred_groups = 256; // threadgroups that fill the device
+  bool timer = false;                  // GPU timestamps between commands
+};
+
+class runtime {
+public:
+  virtual ~runtime() = default;
+  virtual const device_properties& properties() const = 0;
+  // Buffers: a handle of at least `bytes` (nullptr when out of memory); copies into and out
+  // of one are ordered with the queued kernels (a read waits for them).
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* buffer) noexcept = 0;
+  virtual void write(void* buffer, std::size_t off, const void* src, std::size_t n) = 0;
+  virtual void read(void* buffer, std::size_t off, void* dst, std::size_t n) = 0;
+  virtual void copy(void* src, std::size_t src_off, void* dst, std::size_t dst_off,
+                    std::size_t n) = 0;
+  virtual void synchronize() = 0;
+  // MSL source -> the binary the disk cache keeps; a compile error is a kiln::error with
+  // the compiler's log.
+  virtual std::vector<std::byte> compile(const std::string& source) = 0;
+  // The pipeline of `entry` in a binary; nullptr when the binary is not usable here (one
+  // from the disk cache is then compiled again).
+  virtual void* pipeline(std::span<const std::byte> binary, const char* entry) = 0;
+  // Queues a dispatch of groups_x x groups_y threadgroups of `group` threads: buffer k at
+  // [[buffer(k)]], the parameter bytes at [[buffer(buffers.size())]].
+  virtual void dispatch(void* pipeline, std::span<void* const> buffers,
+                        std::span<const std::byte> params, unsigned groups_x, unsigned groups_y,
+                        unsigned group) = 0;
+  virtual void timer_begin() {}
+  virtual double timer_end_ns() { return -1; }
+};
+
+struct block {
+  void* buffer = nullptr;
+  std::size_t bytes = 0; // as reserved (rounded up)
+};
+
+// The device's memory and queue as device_backend uses them: a caching arena over the
+// runtime's buffers (freed blocks kept by size for reuse: safe on one in-order queue).
+class context {
+public:
+  explicit context(std::shared_ptr<runtime> rt) : rt_(std::move(rt)) {}
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  runtime& rt() const { return *rt_; }
+
+  block allocate(std::size_t bytes) {
+    const std::size_t size = round_up(bytes == 0 ? 1 : bytes);
+    std::lock_guard lock(mutex_);
+    block b{nullptr, size};
+    if (auto it = free_.lower_bound(size); it != free_.end() && it->first <= 2 * size) {
+      b = {it->second, it->first};
+      free_.erase(it);
+    } else {
+      b.buffer = rt_->allocate(size);
+      if (!b.buffer && !free_.empty()) { // out of memory: give the cache back, retry once
+        release_cached();
+        b.buffer = rt_->allocate(size);
+      }
+      if (!b.buffer)
+        throw error("metal", "out of device memory",
+                    std::to_string(size) + " bytes on " + rt_->properties().name);
+      reserved_ += size;
+    }
+    in_use_ += b.bytes;
+    peak_ = std::max(peak_, in_use_);
+    return b;
+  }
+  void release(const block& b) noexcept {
+    std::lock_guard lock(mutex_);
+    in_use_ -= b.bytes;
+    free_.emplace(b.bytes, b.buffer);
+  }
+  void empty_cache() {
+    rt_->synchronize();
+    std::lock_guard lock(mutex_);
+    release_cached();
+  }
+  struct memory_stats {
+    std::uint64_t in_use, reserved, peak;
+  };
+  memory_stats stats() const {
+    std::lock_guard lock(mutex_);
+    return {in_use_, reserved_, peak_};
+  }
+  void write(const block& b, std::size_t off, const void* src, std::size_t n) {
+    rt_->write(b.buffer, off, src, n);
+  }
+  void read(const block& b, std::size_t off, void* dst, std::size_t n) {
+    rt_->read(b.buffer, off, dst, n);
+  }
+  void copy(const block& s, std::size_t so, const block& d, std::size_t doff, std::size_t n) {
+    rt_->copy(s.buffer, so, d.buffer, doff, n);
+  }
+  void synchronize() const { rt_->synchronize(); }
+
+private:
+  // Small blocks to 512 B, large ones to 2 MiB: sizes repeat, so freed blocks fit again.
+  static std::size_t round_up(std::size_t n) {
+    const std::size_t q = n < (std::size_t{1} << 20) ? 512 : (std::size_t{2} << 20);
+    return (n + q - 1) / q * q;
+  }
+  void release_cached() {
+    for (const auto& [bytes, buffer] : free_) {
+      rt_->release(buffer);
+      reserved_ -= bytes;
+    }
+    free_.clear();
+  }
+
+  std::shared_ptr<runtime> rt_;
+  mutable std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_;
+  std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+};
+
+} // namespace kiln::jit::metal
