@@ -34,7 +34,7 @@ public:
   runtime() {
     props_.name = "msl-on-cpu (host threads)";
     props_.identity = "msl-on-cpu";
-    props_.compiler = std::string("host C++ through the MSL shim: ") + MSL_ON_CPU_CXX;
+    props_.compiler = "host C++ through the MSL shim: " MSL_ON_CPU_CXX;
     props_.preferred_groups = 64;
   }
   const jit::metal::device_properties& properties() const override { return props_; }
