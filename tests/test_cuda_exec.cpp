@@ -5,6 +5,7 @@
 // Skipped with the reason where no GPU or driver is found (cuda_support.hpp); the catalog
 // and random trees, shared with Vulkan, are test_device_catalog_*.cpp and test_device_trees.cpp.
 #include "cuda_support.hpp"
+#include "device_exec_checks.hpp"
 
 #include <cmath>
 #include <limits>
@@ -212,30 +213,9 @@ TEST_CASE("cuda: 200 distinct leaves run as several kernels within the parameter
 }
 
 TEST_CASE("cuda: threads needing one new kernel share one compile", "[cuda]") {
-  const kiln::device* dev = cuda_or_skip();
-  if (!dev) return;
-  const auto x = kiln::random::uniform<float>({1 << 12}, 4, 1, 3, *dev);
-  const auto before = compiles();
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 6; ++t)
-    ts.emplace_back([&] { (void)kiln::tensor<float>(kiln::cbrt(x) + kiln::log1p(x)).at({0}); });
-  for (auto& t : ts)
-    t.join();
-  CHECK(compiles() <= before + 1);
+  if (const kiln::device* dev = cuda_or_skip()) device_test::check_single_flight(*dev);
 }
 
 TEST_CASE("cuda: freed blocks are reused by the caching allocator", "[cuda]") {
-  const kiln::device* dev = cuda_or_skip();
-  if (!dev) return;
-  kiln::synchronize(*dev);
-  const auto start = kiln::memory_stats(*dev);
-  for (int k = 0; k < 20; ++k) {
-    const auto t = kiln::zeros<float>({1 << 16}, *dev);
-    (void)t;
-  }
-  kiln::synchronize(*dev);
-  const auto end = kiln::memory_stats(*dev);
-  CHECK(end.in_use == start.in_use);
-  CHECK(end.reserved <= start.reserved + (std::uint64_t{1} << 20)); // one block, reused
-  kiln::empty_cache(*dev);
+  if (const kiln::device* dev = cuda_or_skip()) device_test::check_arena_reuse(*dev);
 }

@@ -6,6 +6,7 @@
 // reason where there is no Metal (every platform but Apple's); the `msl-on-cpu:` tests run
 // it on the CPU stand-in (metal_support.hpp). The catalog and random trees, shared with the
 // other backends, are test_device_catalog_*.cpp and test_device_trees.cpp.
+#include "device_exec_checks.hpp"
 #include "metal_support.hpp"
 
 #include <cmath>
@@ -145,30 +146,9 @@ TEST_CASE("metal: 40 distinct tensors run as several kernels within Metal's buff
 }
 
 TEST_CASE("metal: threads needing one new kernel share one compile", "[metal]") {
-  const kiln::device* dev = metal_or_skip();
-  if (!dev) return;
-  const auto x = kiln::random::uniform<float>({1 << 12}, 4, 1, 3, *dev);
-  const auto before = compiles();
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 6; ++t)
-    ts.emplace_back([&] { (void)kiln::tensor<float>(kiln::cbrt(x) + kiln::log1p(x)).at({0}); });
-  for (auto& t : ts)
-    t.join();
-  CHECK(compiles() <= before + 1);
+  if (const kiln::device* dev = metal_or_skip()) device_test::check_single_flight(*dev);
 }
 
 TEST_CASE("metal: freed blocks are reused by the caching allocator", "[metal]") {
-  const kiln::device* dev = metal_or_skip();
-  if (!dev) return;
-  kiln::synchronize(*dev);
-  const auto start = kiln::memory_stats(*dev);
-  for (int k = 0; k < 20; ++k) {
-    const auto t = kiln::zeros<float>({1 << 16}, *dev);
-    (void)t;
-  }
-  kiln::synchronize(*dev);
-  const auto end = kiln::memory_stats(*dev);
-  CHECK(end.in_use == start.in_use);
-  CHECK(end.reserved <= start.reserved + (std::uint64_t{1} << 20));
-  kiln::empty_cache(*dev);
+  if (const kiln::device* dev = metal_or_skip()) device_test::check_arena_reuse(*dev);
 }

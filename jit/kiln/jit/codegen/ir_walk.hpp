@@ -14,6 +14,7 @@
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/kernels/reduce_template.hpp"
 
+#include <set>
 #include <string>
 
 namespace kiln::jit {
@@ -205,6 +206,35 @@ inline std::string elementwise_loop(const dialect& d, const kernel_ir& ir, int b
   }
   s += "      } else {\n" + one_by_one + "      }\n";
   return s + "    }\n  }\n";
+}
+
+// The kiln_ math names a kernel calls, for a dialect whose math library `is_math` knows:
+// those of its ops' spellings and raw bodies (each must be one of the library's: else a
+// kiln::error naming it and the op), and those of `body` (a reduction's parts; a kiln_ name
+// there that is not math is the user's own).
+template <class IsMath>
+std::set<std::string> kernel_math_calls(const dialect& d, const kernel_ir& ir,
+                                        const std::string& body, IsMath&& is_math) {
+  std::set<std::string> calls;
+  auto add = [&](const char* spelling, const char* op) {
+    std::set<std::string> own;
+    math_calls(spelling, own);
+    for (const auto& n : own)
+      if (!is_math(n))
+        throw error(op, "a device spelling calls " + n + ", which is not in kiln's device math",
+                    "kiln_ names are kiln's math functions: kiln_exp, kiln_pow, ...");
+    calls.insert(own.begin(), own.end());
+  };
+  for (const auto& in : ir.code)
+    if (in.code == ir_code::apply) {
+      add(d.pick(*in.op, in.compute), in.op->name);
+      if (in.op->raw) add(raw_body_of(*in.op, in.compute).body.c_str(), in.op->name);
+    }
+  std::set<std::string> named;
+  math_calls(body.c_str(), named);
+  for (const auto& n : named)
+    if (is_math(n)) calls.insert(n);
+  return calls;
 }
 
 // The C-family spelling a reduction's device parts are written against (executor.hpp).

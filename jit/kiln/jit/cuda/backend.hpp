@@ -105,7 +105,7 @@ public:
                   std::to_string(buffers.size()) + " buffers, " + std::to_string(params.size()) +
                       " parameter bytes");
     for (std::size_t i = 0; i < buffers.size(); ++i) {
-      const CUdeviceptr p = static_cast<const block*>(buffers[i].handle)->ptr;
+      const CUdeviceptr p = static_cast<const block*>(buffers[i].handle)->handle;
       std::memcpy(blob.data() + 8 * i, &p, 8);
     }
     std::memcpy(blob.data() + ptr_bytes, params.data(), params.size());

@@ -106,17 +106,8 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
     s += "  " + m + "\n";
   s += "};\n";
   // Every op has a spelling here, or a clear error now; the kiln_ math names they call.
-  std::set<std::string> calls;
-  for (const auto& in : ir.code)
-    if (in.code == ir_code::apply) {
-      add_math_calls(cuda_dialect.pick(*in.op, in.compute), in.op->name, calls);
-      if (in.op->raw)
-        add_math_calls(codegen::raw_body_of(*in.op, in.compute).body.c_str(), in.op->name, calls);
-    }
-  std::set<std::string> named; // kiln_ names in the body that are math functions
-  codegen::math_calls(body.c_str(), named);
-  for (const auto& n : named)
-    if (find_math_name(n)) calls.insert(n);
+  const auto calls = codegen::kernel_math_calls(
+      cuda_dialect, ir, body, [](const std::string& n) { return find_math_name(n) != nullptr; });
   return s + cfamily::conversion_library(used) + math_overloads(calls) +
          codegen::raw_functions(ir, cuda_dialect.function_prefix);
 }

@@ -4,8 +4,9 @@
 // waits only to read), a caching allocator, modules and launches, and events for timing.
 // Memory: where the driver offers stream-ordered allocation (memory pools), blocks come
 // from cuMemAllocAsync/cuMemFreeAsync on the stream, the driver's pool being the cache;
-// elsewhere a caching arena over cuMemAlloc keeps freed blocks by size for reuse (safe on
-// one in-order stream: later work runs after the work that used a block).
+// elsewhere a caching arena over cuMemAlloc (backend/caching_arena.hpp) keeps freed blocks by
+// size for reuse.
+#include "kiln/jit/backend/caching_arena.hpp"
 #include "kiln/jit/cuda/loader.hpp"
 
 #include <map>
@@ -22,10 +23,7 @@ struct device_properties {
   bool memory_pools = false;
 };
 
-struct block {
-  CUdeviceptr ptr = 0;
-  std::size_t bytes = 0; // as reserved (rounded up)
-};
+using block = caching_arena<CUdeviceptr>::block;
 
 class context {
 public:
@@ -73,64 +71,50 @@ public:
   // --- memory
   block allocate(std::size_t bytes) {
     make_current();
-    const std::size_t size = round_up(bytes == 0 ? 1 : bytes);
-    std::lock_guard lock(mutex_);
-    block b{0, size};
-    if (props_.memory_pools) {
-      check(d_, d_.cuMemAllocAsync(&b.ptr, size, stream_), "cuMemAllocAsync");
-    } else if (auto it = free_.lower_bound(size); it != free_.end() && it->first <= 2 * size) {
-      b = {it->second, it->first};
-      free_.erase(it);
-    } else {
-      CUresult r = d_.cuMemAlloc_v2(&b.ptr, size);
-      if (r != 0 && !free_.empty()) { // out of memory: give the cache back and retry once
-        release_cached();
-        r = d_.cuMemAlloc_v2(&b.ptr, size);
-      }
-      check(d_, r, "cuMemAlloc");
-      reserved_ += size;
+    if (props_.memory_pools) { // the driver's pool is the cache
+      block b{0, caching_arena<CUdeviceptr>::round_up(bytes)};
+      check(d_, d_.cuMemAllocAsync(&b.handle, b.bytes, stream_), "cuMemAllocAsync");
+      std::lock_guard lock(arena_.mutex());
+      arena_.count_in(b.bytes);
+      return b;
     }
-    in_use_ += b.bytes;
-    peak_ = std::max(peak_, in_use_);
-    return b;
+    CUresult r = 0; // the last cuMemAlloc's, for the error when even an empty cache is not enough
+    return arena_.take(
+        bytes, [&](CUdeviceptr& p, std::size_t n) { return (r = d_.cuMemAlloc_v2(&p, n)) == 0; },
+        [&](CUdeviceptr p) { d_.cuMemFree_v2(p); },
+        [&](std::size_t) { check(d_, r, "cuMemAlloc"); });
   }
   void release(const block& b) noexcept {
-    std::lock_guard lock(mutex_);
-    in_use_ -= b.bytes;
     if (props_.memory_pools) {
+      arena_.count_out(b.bytes);
       d_.cuCtxSetCurrent(ctx_); // no throwing here; a failure leaves the block to the pool
-      d_.cuMemFreeAsync(b.ptr, stream_);
+      d_.cuMemFreeAsync(b.handle, stream_);
     } else {
-      free_.emplace(b.bytes, b.ptr);
+      arena_.give_back(b);
     }
   }
   void empty_cache() {
-    std::lock_guard lock(mutex_);
     synchronize();
-    release_cached();
+    arena_.release_cached([&](CUdeviceptr p) { d_.cuMemFree_v2(p); });
   }
-  struct memory_stats {
-    std::uint64_t in_use, reserved, peak;
-  };
-  memory_stats stats() const {
-    std::lock_guard lock(mutex_);
-    return {in_use_, props_.memory_pools ? in_use_ : reserved_, peak_};
-  }
+  using memory_stats = caching_arena<CUdeviceptr>::memory_stats;
+  memory_stats stats() const { return arena_.stats(props_.memory_pools); }
 
   // --- copies, queued on the stream (a read waits for it)
   void write(const block& b, std::size_t off, const void* src, std::size_t n) {
     make_current();
     // From pageable memory the driver stages the bytes before returning: src may go.
-    check(d_, d_.cuMemcpyHtoDAsync_v2(b.ptr + off, src, n, stream_), "cuMemcpyHtoDAsync");
+    check(d_, d_.cuMemcpyHtoDAsync_v2(b.handle + off, src, n, stream_), "cuMemcpyHtoDAsync");
   }
   void read(const block& b, std::size_t off, void* dst, std::size_t n) {
     make_current();
-    check(d_, d_.cuMemcpyDtoHAsync_v2(dst, b.ptr + off, n, stream_), "cuMemcpyDtoHAsync");
+    check(d_, d_.cuMemcpyDtoHAsync_v2(dst, b.handle + off, n, stream_), "cuMemcpyDtoHAsync");
     synchronize();
   }
   void copy(const block& s, std::size_t so, const block& d, std::size_t doff, std::size_t n) {
     make_current();
-    check(d_, d_.cuMemcpyDtoDAsync_v2(d.ptr + doff, s.ptr + so, n, stream_), "cuMemcpyDtoDAsync");
+    check(d_, d_.cuMemcpyDtoDAsync_v2(d.handle + doff, s.handle + so, n, stream_),
+          "cuMemcpyDtoDAsync");
   }
   void synchronize() const {
     make_current();
@@ -227,27 +211,12 @@ public:
   }
 
 private:
-  // Small blocks to 512 B, large ones to 2 MiB: sizes repeat, so freed blocks fit again.
-  static std::size_t round_up(std::size_t n) {
-    const std::size_t q = n < (std::size_t{1} << 20) ? 512 : (std::size_t{2} << 20);
-    return (n + q - 1) / q * q;
-  }
-  void release_cached() {
-    for (const auto& [bytes, ptr] : free_) {
-      d_.cuMemFree_v2(ptr);
-      reserved_ -= bytes;
-    }
-    free_.clear();
-  }
-
   const driver_library& d_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
   device_properties props_;
-  mutable std::mutex mutex_;
-  std::multimap<std::size_t, CUdeviceptr> free_;
-  std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  caching_arena<CUdeviceptr> arena_;
   std::mutex timer_mutex_;
   std::unique_ptr<timer> timer_;
   bool timing_ = false;

@@ -60,18 +60,6 @@ inline const math_name* find_math_name(std::string_view name) {
   return nullptr;
 }
 
-// The kiln_ names op's spelling calls, added to `names`; a name that is not one of the
-// library's is an error naming it and the op.
-inline void add_math_calls(const char* spelling, const char* op, std::set<std::string>& names) {
-  std::set<std::string> own;
-  codegen::math_calls(spelling, own);
-  for (const auto& n : own)
-    if (!find_math_name(n))
-      throw error(op, "a device spelling calls " + n + ", which is not in kiln's device math",
-                  "kiln_ names are kiln's math functions: kiln_exp, kiln_pow, ...");
-  names.insert(own.begin(), own.end());
-}
-
 // The float and double overloads of the (library) names.
 inline std::string math_overloads(const std::set<std::string>& names) {
   std::string s;

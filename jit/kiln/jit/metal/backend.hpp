@@ -84,7 +84,7 @@ public:
     thread_local std::vector<std::byte> blob;
     handles.clear();
     for (const auto& b : buffers)
-      handles.push_back(static_cast<const block*>(b.handle)->buffer);
+      handles.push_back(static_cast<const block*>(b.handle)->handle);
     blob.assign(struct_bytes(k.layout), std::byte{0}); // the MSL struct's size, rounded up
     std::memcpy(blob.data(), params.data(), params.size());
     const launch_grid g = grid_for(k, w);

@@ -122,17 +122,8 @@ inline std::string preamble(const kernel_ir& ir, const param_layout& layout,
   for (const auto& m : layout.members())
     s += "  " + m + "\n";
   s += "};\n";
-  std::set<std::string> calls;
-  for (const auto& in : ir.code)
-    if (in.code == ir_code::apply) {
-      add_math_calls(msl_dialect.pick(*in.op, in.compute), in.op->name, calls);
-      if (in.op->raw)
-        add_math_calls(codegen::raw_body_of(*in.op, in.compute).body.c_str(), in.op->name, calls);
-    }
-  std::set<std::string> named; // kiln_ names in the body that are math functions
-  codegen::math_calls(body.c_str(), named);
-  for (const auto& n : named)
-    if (find_math_name(n)) calls.insert(n);
+  const auto calls = codegen::kernel_math_calls(
+      msl_dialect, ir, body, [](const std::string& n) { return find_math_name(n) != nullptr; });
   return s + cfamily::conversion_library(used) + math_source(calls) +
          codegen::raw_functions(ir, msl_dialect.function_prefix);
 }

@@ -3,9 +3,10 @@
 // Metal framework on Apple platforms implements it (an MTLDevice, its command queue as the
 // in-order work queue, MTLBuffers, libraries from source with safe math, compute pipeline
 // states), and so can a stand-in (the test suite's msl-on-cpu runs generated MSL on host
-// threads through it). Above it, `context` keeps a caching arena of buffers, as the CUDA
-// context does over cuMemAlloc.
+// threads through it). Above it, `context` keeps a caching arena of buffers
+// (backend/caching_arena.hpp, as the CUDA context's over cuMemAlloc).
 #include "kiln/error.hpp"
+#include "kiln/jit/backend/caching_arena.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -58,13 +59,10 @@ public:
   virtual double timer_end_ns() { return -1; }
 };
 
-struct block {
-  void* buffer = nullptr;
-  std::size_t bytes = 0; // as reserved (rounded up)
-};
+using block = caching_arena<void*>::block;
 
 // The device's memory and queue as device_backend uses them: a caching arena over the
-// runtime's buffers (freed blocks kept by size for reuse: safe on one in-order queue).
+// runtime's buffers.
 class context {
 public:
   explicit context(std::shared_ptr<runtime> rt) : rt_(std::move(rt)) {}
@@ -74,73 +72,35 @@ public:
   runtime& rt() const { return *rt_; }
 
   block allocate(std::size_t bytes) {
-    const std::size_t size = round_up(bytes == 0 ? 1 : bytes);
-    std::lock_guard lock(mutex_);
-    block b{nullptr, size};
-    if (auto it = free_.lower_bound(size); it != free_.end() && it->first <= 2 * size) {
-      b = {it->second, it->first};
-      free_.erase(it);
-    } else {
-      b.buffer = rt_->allocate(size);
-      if (!b.buffer && !free_.empty()) { // out of memory: give the cache back, retry once
-        release_cached();
-        b.buffer = rt_->allocate(size);
-      }
-      if (!b.buffer)
-        throw error("metal", "out of device memory",
-                    std::to_string(size) + " bytes on " + rt_->properties().name);
-      reserved_ += size;
-    }
-    in_use_ += b.bytes;
-    peak_ = std::max(peak_, in_use_);
-    return b;
+    return arena_.take(
+        bytes, [&](void*& b, std::size_t n) { return (b = rt_->allocate(n)) != nullptr; },
+        [&](void* b) { rt_->release(b); },
+        [&](std::size_t n) {
+          throw error("metal", "out of device memory",
+                      std::to_string(n) + " bytes on " + rt_->properties().name);
+        });
   }
-  void release(const block& b) noexcept {
-    std::lock_guard lock(mutex_);
-    in_use_ -= b.bytes;
-    free_.emplace(b.bytes, b.buffer);
-  }
+  void release(const block& b) noexcept { arena_.give_back(b); }
   void empty_cache() {
     rt_->synchronize();
-    std::lock_guard lock(mutex_);
-    release_cached();
+    arena_.release_cached([&](void* b) { rt_->release(b); });
   }
-  struct memory_stats {
-    std::uint64_t in_use, reserved, peak;
-  };
-  memory_stats stats() const {
-    std::lock_guard lock(mutex_);
-    return {in_use_, reserved_, peak_};
-  }
+  using memory_stats = caching_arena<void*>::memory_stats;
+  memory_stats stats() const { return arena_.stats(); }
   void write(const block& b, std::size_t off, const void* src, std::size_t n) {
-    rt_->write(b.buffer, off, src, n);
+    rt_->write(b.handle, off, src, n);
   }
   void read(const block& b, std::size_t off, void* dst, std::size_t n) {
-    rt_->read(b.buffer, off, dst, n);
+    rt_->read(b.handle, off, dst, n);
   }
   void copy(const block& s, std::size_t so, const block& d, std::size_t doff, std::size_t n) {
-    rt_->copy(s.buffer, so, d.buffer, doff, n);
+    rt_->copy(s.handle, so, d.handle, doff, n);
   }
   void synchronize() const { rt_->synchronize(); }
 
 private:
-  // Small blocks to 512 B, large ones to 2 MiB: sizes repeat, so freed blocks fit again.
-  static std::size_t round_up(std::size_t n) {
-    const std::size_t q = n < (std::size_t{1} << 20) ? 512 : (std::size_t{2} << 20);
-    return (n + q - 1) / q * q;
-  }
-  void release_cached() {
-    for (const auto& [bytes, buffer] : free_) {
-      rt_->release(buffer);
-      reserved_ -= bytes;
-    }
-    free_.clear();
-  }
-
   std::shared_ptr<runtime> rt_;
-  mutable std::mutex mutex_;
-  std::multimap<std::size_t, void*> free_;
-  std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  caching_arena<void*> arena_;
 };
 
 } // namespace kiln::jit::metal
