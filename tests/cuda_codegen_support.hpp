@@ -5,7 +5,7 @@
 // and compiling such a program for sm_XX then assembling its PTX with ptxas. NVRTC is
 // installed where these tests run: its absence fails them (KILN_CUDA_HOME pointing nowhere
 // on purpose is the one way to skip, for a machine without the toolkit).
-#include "support.hpp"
+#include "lowering_support.hpp"
 
 #include "kiln/ir/lower.hpp"
 #include "kiln/jit/cuda/codegen.hpp"
@@ -18,17 +18,8 @@ namespace cuda_test {
 
 namespace jit = kiln::jit;
 
-// The IR of several outputs, each computing one of `exprs` (as run_pass lowers them).
-template <class... E>
-jit::kernel_ir ir_of(bool strided, int rank, bool wide, const E&... exprs) {
-  jit::leaf_table lt;
-  jit::collect(lt, exprs...);
-  return jit::lower(lt.pattern, strided, rank, wide, exprs...);
-}
-template <class Tuple>
-jit::kernel_ir ir_of_tuple(bool strided, int rank, bool wide, const Tuple& t) {
-  return std::apply([&](const auto&... e) { return ir_of(strided, rank, wide, e...); }, t);
-}
+using lowering_test::ir_of;
+using lowering_test::ir_of_tuple;
 
 inline std::string elementwise_source(const jit::kernel_ir& ir) {
   return jit::cuda::generate(ir, jit::param_layout(ir, jit::cuda::max_param_bytes));

@@ -5,7 +5,7 @@
 // programs of a check in one host unit (msl_unit.hpp, entry points included), -fsyntax-only.
 // Where Apple's Metal compiler exists (xcrun metal, on a Mac), each program is also
 // compiled by it; elsewhere that is skipped with a WARN.
-#include "support.hpp"
+#include "lowering_support.hpp"
 
 #include "device_on_cpu/msl_unit.hpp"
 #include "kiln/ir/lower.hpp"
@@ -24,17 +24,8 @@ namespace msl_test {
 
 namespace jit = kiln::jit;
 
-// The IR of several outputs, each computing one of `exprs` (as run_pass lowers them).
-template <class... E>
-jit::kernel_ir ir_of(bool strided, int rank, bool wide, const E&... exprs) {
-  jit::leaf_table lt;
-  jit::collect(lt, exprs...);
-  return jit::lower(lt.pattern, strided, rank, wide, exprs...);
-}
-template <class Tuple>
-jit::kernel_ir ir_of_tuple(bool strided, int rank, bool wide, const Tuple& t) {
-  return std::apply([&](const auto&... e) { return ir_of(strided, rank, wide, e...); }, t);
-}
+using lowering_test::ir_of;
+using lowering_test::ir_of_tuple;
 
 inline jit::param_layout layout_of(const jit::kernel_ir& ir, int extras = 0) {
   return jit::param_layout(ir, jit::metal::max_inline_param_bytes, extras);

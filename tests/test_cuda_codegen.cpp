@@ -14,36 +14,8 @@ using kiln::dtype;
 
 namespace {
 
-// A reduction's spec for values of dtype v (as the executor makes it).
-struct reduction_case {
-  const kiln::reduction_info* info;
-  dtype (*result)(dtype value);
-};
-template <class R, class T>
-constexpr dtype result_dtype = kiln::dtype_of<typename R::template result<T>>();
-template <class R>
-dtype result_of(dtype v) {
-  switch (v) {
-  case dtype::f32:
-    return result_dtype<R, float>;
-  case dtype::f64:
-    return result_dtype<R, double>;
-  case dtype::f16:
-    return result_dtype<R, kiln::half>;
-  case dtype::i32:
-    return result_dtype<R, std::int32_t>;
-  case dtype::i64:
-    return result_dtype<R, std::int64_t>;
-  case dtype::b8:
-    return result_dtype<R, bool>;
-  default:
-    throw kiln::error("test", "no value type for this dtype", std::string(kiln::name(v)));
-  }
-}
-template <class R>
-reduction_case case_of() {
-  return {&kiln::reduction_info_of<R>, &result_of<R>};
-}
+using lowering_test::case_of;
+using lowering_test::reduction_case;
 
 // The reduction kernel of reduction c over the IR of a value expression, for one stage.
 std::string reduction_source(const jit::kernel_ir& ir, const reduction_case& c,

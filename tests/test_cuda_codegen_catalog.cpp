@@ -2,64 +2,15 @@
 // (each output one op, plus a cast to every dtype), all dtypes bundled into one NVRTC
 // program, compiled for sm_80 (32-bit index, linear) and sm_90 (64-bit index, strided),
 // and the PTX assembled with ptxas. No GPU needed.
+#include "catalog_exprs.hpp"
 #include "cuda_codegen_support.hpp"
 
 #include "kiln/kiln.hpp"
 
 namespace {
 
-using kiln::tensor;
 
-template <class T>
-auto casts(const tensor<T>& x) {
-  return std::make_tuple(
-      kiln::cast<bool>(x), kiln::cast<std::uint8_t>(x), kiln::cast<std::int32_t>(x),
-      kiln::cast<std::uint32_t>(x), kiln::cast<std::int64_t>(x), kiln::cast<kiln::half>(x),
-      kiln::cast<kiln::bfloat16>(x), kiln::cast<float>(x), kiln::cast<double>(x));
-}
-
-// Float math: computed in a float type (integers promote).
-template <class T>
-auto math(const tensor<T>& x, const tensor<T>& y) {
-  using namespace kiln;
-  return std::make_tuple(exp(x), exp2(x), expm1(x), log(x), log2(x), log10(x), log1p(x), sqrt(x),
-                         rsqrt(x), cbrt(x), sin(x), cos(x), tan(x), asin(x), acos(x), atan(x),
-                         sinh(x), cosh(x), tanh(x), asinh(x), acosh(x), atanh(x), erf(x), erfc(x),
-                         sigmoid(x), pow(x, y), atan2(x, y), fmod(x, y));
-}
-
-template <class T>
-auto common(const tensor<T>& x, const tensor<T>& y, const tensor<bool>& c) {
-  using namespace kiln;
-  return std::make_tuple(x == y, x != y, x<y, x <= y, x> y, x >= y, x && y, x || y, !x,
-                         logical_xor(x, y), where(c, x, y), isnan(x), isinf(x), isfinite(x));
-}
-
-template <class T>
-auto numbers(const tensor<T>& x, const tensor<T>& y, const tensor<T>& z) {
-  using namespace kiln;
-  return std::make_tuple(x + y, x - y, x * y, x / y, x % y, -x, abs(x), sign(x), maximum(x, y),
-                         minimum(x, y), clamp(x, y, z), floor(x), ceil(x), round(x), trunc(x));
-}
-
-template <class T>
-auto bits(const tensor<T>& x, const tensor<T>& y) {
-  return std::make_tuple(x & y, x | y, x ^ y, ~x);
-}
-
-// Every op that applies to T, in one tuple of expressions.
-template <class T>
-auto catalog() {
-  const tensor<T> x(kiln::shape{4, 4}), y(kiln::shape{4, 4}), z(kiln::shape{4, 4});
-  const tensor<bool> c(kiln::shape{4, 4});
-  auto all = std::tuple_cat(common(x, y, c), casts(x));
-  if constexpr (std::is_same_v<T, bool>)
-    return std::tuple_cat(all, bits(x, y));
-  else if constexpr (kiln::is_floating(kiln::dtype_of<T>()))
-    return std::tuple_cat(all, numbers(x, y, z), math(x, y));
-  else
-    return std::tuple_cat(all, numbers(x, y, z), math(x, y), bits(x, y));
-}
+using catalog_exprs::catalog;
 
 template <class... T>
 std::vector<std::string> sources(bool strided, int rank, bool wide) {

@@ -13,22 +13,8 @@
 
 namespace {
 
-std::uint64_t compiles() { return kiln::jit::compile_count().load(); }
-std::uint64_t made() { return compiles() + kiln::jit::disk_hit_count().load(); }
-
-template <class T>
-std::vector<T> on_host(const kiln::tensor<T>& t) {
-  return t.to(kiln::device{}).to_vector();
-}
-
-// v[Lo] + ... + v[Hi - 1] as a balanced tree (a 200-deep chain is slow to compile).
-template <std::size_t Lo, std::size_t Hi, class V>
-auto tree_sum(const V& v) {
-  if constexpr (Hi - Lo == 1)
-    return v[Lo];
-  else
-    return tree_sum<Lo, (Lo + Hi) / 2>(v) + tree_sum<(Lo + Hi) / 2, Hi>(v);
-}
+using device_test::made;
+using device_test::on_host;
 
 // x * s[0] + ... + x * s[2^D - 1] as a balanced tree: one leaf and 2^D scalar parameters
 // (the two halves share a type, so D instantiations, not 2^D).
@@ -201,15 +187,8 @@ TEST_CASE("cuda: logsumexp, var, stddev, the norms and count_nonzero, short, lon
 }
 
 TEST_CASE("cuda: 200 distinct leaves run as several kernels within the parameter space", "[cuda]") {
-  const kiln::device* dev = cuda_or_skip();
-  if (!dev) return;
-  std::vector<kiln::tensor<std::int64_t>> hs, ds;
-  for (int i = 0; i < 200; ++i) {
-    hs.push_back(kiln::from(test::integers<std::int64_t>(41, -1 << 20, 1 << 20), kiln::shape{41}));
-    ds.push_back(hs.back().to(*dev));
-  }
-  const kiln::tensor<std::int64_t> got = tree_sum<0, 200>(ds);
-  CHECK(on_host(got) == kiln::tensor<std::int64_t>(tree_sum<0, 200>(hs)).to_vector());
+  if (const kiln::device* dev = cuda_or_skip())
+    device_test::check_many_leaves<std::int64_t, 200>(*dev, 41);
 }
 
 TEST_CASE("cuda: threads needing one new kernel share one compile", "[cuda]") {

@@ -14,22 +14,8 @@
 
 namespace {
 
-std::uint64_t compiles() { return kiln::jit::compile_count().load(); }
-std::uint64_t made() { return compiles() + kiln::jit::disk_hit_count().load(); }
-
-template <class T>
-std::vector<T> on_host(const kiln::tensor<T>& t) {
-  return t.to(kiln::device{}).to_vector();
-}
-
-// v[Lo] + ... + v[Hi - 1] as a balanced tree.
-template <std::size_t Lo, std::size_t Hi, class V>
-auto tree_sum(const V& v) {
-  if constexpr (Hi - Lo == 1)
-    return v[Lo];
-  else
-    return tree_sum<Lo, (Lo + Hi) / 2>(v) + tree_sum<(Lo + Hi) / 2, Hi>(v);
-}
+using device_test::made;
+using device_test::on_host;
 
 } // namespace
 
@@ -134,15 +120,8 @@ TEST_CASE("metal: f64 tensors and f64 arithmetic are a clear error", "[metal]") 
 
 TEST_CASE("metal: 40 distinct tensors run as several kernels within Metal's buffer arguments",
           "[metal]") {
-  const kiln::device* dev = metal_or_skip();
-  if (!dev) return;
-  std::vector<kiln::tensor<std::int32_t>> hs, ds;
-  for (int i = 0; i < 40; ++i) {
-    hs.push_back(kiln::from(test::integers<std::int32_t>(37, -1 << 20, 1 << 20), kiln::shape{37}));
-    ds.push_back(hs.back().to(*dev));
-  }
-  const kiln::tensor<std::int32_t> got = tree_sum<0, 40>(ds);
-  CHECK(on_host(got) == kiln::tensor<std::int32_t>(tree_sum<0, 40>(hs)).to_vector());
+  if (const kiln::device* dev = metal_or_skip())
+    device_test::check_many_leaves<std::int32_t, 40>(*dev, 37);
 }
 
 TEST_CASE("metal: threads needing one new kernel share one compile", "[metal]") {

@@ -4,6 +4,7 @@
 // multi-output kernels, a custom op and raw ops. The generated MSL is compiled by the host
 // compiler through a shim of Metal's built-ins (msl_codegen_support.hpp), together with the
 // entry points a CPU runner would call; by Apple's compiler too where there is one.
+#include "catalog_exprs.hpp"
 #include "msl_codegen_support.hpp"
 
 #include "kiln/kiln.hpp"
@@ -14,49 +15,12 @@ using kiln::tensor;
 
 namespace {
 
-template <class T>
-auto casts(const tensor<T>& x) { // every dtype Metal has
-  return std::make_tuple(kiln::cast<bool>(x), kiln::cast<std::uint8_t>(x),
-                         kiln::cast<std::int32_t>(x), kiln::cast<std::uint32_t>(x),
-                         kiln::cast<std::int64_t>(x), kiln::cast<kiln::half>(x),
-                         kiln::cast<kiln::bfloat16>(x), kiln::cast<float>(x));
-}
-template <class T>
-auto math(const tensor<T>& x, const tensor<T>& y) {
-  using namespace kiln;
-  return std::make_tuple(exp(x), exp2(x), expm1(x), log(x), log2(x), log10(x), log1p(x), sqrt(x),
-                         rsqrt(x), cbrt(x), sin(x), cos(x), tan(x), asin(x), acos(x), atan(x),
-                         sinh(x), cosh(x), tanh(x), asinh(x), acosh(x), atanh(x), erf(x), erfc(x),
-                         sigmoid(x), pow(x, y), atan2(x, y), fmod(x, y));
-}
-template <class T>
-auto common(const tensor<T>& x, const tensor<T>& y, const tensor<bool>& c) {
-  using namespace kiln;
-  return std::make_tuple(x == y, x != y, x<y, x <= y, x> y, x >= y, x && y, x || y, !x,
-                         logical_xor(x, y), where(c, x, y), isnan(x), isinf(x), isfinite(x));
-}
-template <class T>
-auto numbers(const tensor<T>& x, const tensor<T>& y, const tensor<T>& z) {
-  using namespace kiln;
-  return std::make_tuple(x + y, x - y, x * y, x / y, x % y, -x, abs(x), sign(x), maximum(x, y),
-                         minimum(x, y), clamp(x, y, z), floor(x), ceil(x), round(x), trunc(x));
-}
-template <class T>
-auto bits(const tensor<T>& x, const tensor<T>& y) {
-  return std::make_tuple(x & y, x | y, x ^ y, ~x);
-}
+// Every dtype Metal has; integers without math (computed in f64: an error, checked below).
 template <class T>
 auto catalog() {
-  const tensor<T> x(kiln::shape{4, 4}), y(kiln::shape{4, 4}), z(kiln::shape{4, 4});
-  const tensor<bool> c(kiln::shape{4, 4});
-  auto all = std::tuple_cat(common(x, y, c), casts(x));
-  if constexpr (std::is_same_v<T, bool>)
-    return std::tuple_cat(all, bits(x, y));
-  else if constexpr (kiln::is_floating(kiln::dtype_of<T>()))
-    return std::tuple_cat(all, numbers(x, y, z), math(x, y));
-  else // integers: math computes in double, which Metal has not (an error, checked below)
-    return std::tuple_cat(all, numbers(x, y, z), bits(x, y));
+  return catalog_exprs::catalog<T, false>();
 }
+
 template <class... T>
 std::vector<std::string> catalog_sources(bool strided, int rank, bool wide) {
   std::vector<std::string> out;
@@ -132,33 +96,8 @@ TEST_CASE("msl codegen: f64 anywhere is a kiln::error saying Metal has no 64-bit
 
 namespace {
 
-struct reduction_case {
-  const kiln::reduction_info* info;
-  dtype (*result)(dtype value);
-};
-template <class R, class T>
-constexpr dtype result_dtype = kiln::dtype_of<typename R::template result<T>>();
-template <class R>
-dtype result_of(dtype v) {
-  switch (v) {
-  case dtype::f32:
-    return result_dtype<R, float>;
-  case dtype::f16:
-    return result_dtype<R, kiln::half>;
-  case dtype::i32:
-    return result_dtype<R, std::int32_t>;
-  case dtype::i64:
-    return result_dtype<R, std::int64_t>;
-  case dtype::b8:
-    return result_dtype<R, bool>;
-  default:
-    throw kiln::error("test", "no value type for this dtype", std::string(kiln::name(v)));
-  }
-}
-template <class R>
-reduction_case case_of() {
-  return {&kiln::reduction_info_of<R>, &result_of<R>};
-}
+using lowering_test::case_of;
+using lowering_test::reduction_case;
 namespace rd = kiln::reductions;
 const reduction_case all_kinds[] = {
     case_of<rd::sum>(),          case_of<rd::prod>(),       case_of<rd::mean>(),
