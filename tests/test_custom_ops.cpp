@@ -6,6 +6,7 @@
 #include "cuda_codegen_support.hpp"
 #include "cuda_support.hpp"
 #include "grad_support.hpp"
+#include "metal_support.hpp"
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/vulkan/glsl.hpp"
@@ -198,8 +199,8 @@ TEST_CASE("custom op: an op without simd() computes lane by lane while the rest 
 }
 
 TEST_CASE("custom op: a user's op on each GPU device, one fused kernel, against the host",
-          "[custom_ops][vulkan][cuda]") {
-  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+          "[custom_ops][vulkan][cuda][metal]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     const std::int64_t n = test::draw(1000, 5000);
     const auto av = test::uniform<float>(std::size_t(n), -6, 6),
@@ -279,12 +280,12 @@ TEST_CASE("custom op: its derivative rule against finite differences, first and 
 
 TEST_CASE("custom op: a tunable and a kiln_ math name in a shared body, on the host and "
           "each GPU device, against a double-precision reference",
-          "[custom_ops][vulkan][cuda]") {
+          "[custom_ops][vulkan][cuda][metal]") {
   const std::int64_t n = test::draw(500, 3000);
   const auto av = test::uniform<float>(std::size_t(n), 0.5f, 2.0f),
              bv = test::uniform<float>(std::size_t(n), -3.0f, 3.0f);
   std::vector<const kiln::device*> devices{nullptr};
-  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()})
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()})
     if (dev) devices.push_back(dev);
   for (const kiln::device* dev : devices) {
     const kiln::device d = dev ? *dev : kiln::device{};

@@ -7,6 +7,7 @@
 #include "cuda_codegen_support.hpp"
 #include "cuda_support.hpp"
 #include "grad_support.hpp"
+#include "metal_support.hpp"
 #include "vulkan_support.hpp"
 
 #include "kiln/jit/codegen/raw.hpp"
@@ -147,7 +148,7 @@ std::uint64_t kernels_made() {
 // Devices to run on: the host, and vulkan:0 and cuda:0 where there are.
 std::vector<kiln::device> devices() {
   std::vector<kiln::device> d{kiln::device{}};
-  for (const kiln::device* v : {vulkan_or_skip(), cuda_or_skip()})
+  for (const kiln::device* v : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()})
     if (v) d.push_back(*v);
   return d;
 }
@@ -156,7 +157,7 @@ std::vector<kiln::device> devices() {
 
 TEST_CASE("raw op: a body with a loop and a tunable, fused with the expression around it, on "
           "the host and each GPU device, against a double-precision reference",
-          "[raw_ops][vulkan][cuda]") {
+          "[raw_ops][vulkan][cuda][metal]") {
   const std::int64_t n = test::draw(700, 3000);
   const auto xv = test::uniform<float>(std::size_t(n), -2, 2),
              av = test::uniform<float>(std::size_t(n), -3, 3),
@@ -200,8 +201,8 @@ TEST_CASE("raw op: its derivative rule (the series of one term fewer) against fi
 
 TEST_CASE("raw op: the same name with another body is another kernel with its own result, "
           "the same body under another name is the same kernel",
-          "[raw_ops][vulkan][cuda]") {
-  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+          "[raw_ops][vulkan][cuda][metal]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     const std::int64_t n = 513;
     const auto av = test::uniform<float>(n, -3, 3), bv = test::uniform<float>(n, -3, 3),
@@ -272,7 +273,7 @@ TEST_CASE("raw op: a body that does not compile is a kiln::error naming the op a
 
 TEST_CASE("raw op: a device-only op on the host is a kiln::error naming it, and runs on "
           "each GPU device",
-          "[raw_ops][vulkan][cuda]") {
+          "[raw_ops][vulkan][cuda][metal]") {
   const auto xv = test::uniform<float>(100, -3, 3);
   const auto x = kiln::from(xv, kiln::shape{100});
   try {
@@ -284,7 +285,7 @@ TEST_CASE("raw op: a device-only op on the host is a kiln::error naming it, and 
     CHECK(std::string(e.what()).find("device_only") != std::string::npos);
   }
   CHECK_THROWS_AS(kiln::sum(mylib::gpu_square(x)).item(), kiln::error);
-  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     const auto xd = kiln::from(xv, kiln::shape{100}, *dev);
     const auto got = (mylib::gpu_square(xd) + 1.0f).to_vector();

@@ -7,6 +7,7 @@
 // kiln::tune picks among them and later evaluations take its choice, and values whose
 // results differ from the op's own are rejected.
 #include "cuda_support.hpp"
+#include "metal_support.hpp"
 #include "vulkan_support.hpp"
 
 #include "tune_support.hpp"
@@ -181,8 +182,8 @@ const float unwritten = std::numeric_limits<float>::quiet_NaN();
 } // namespace
 
 TEST_CASE("tuning shapes on each GPU device: a flat float pass in every shape matches double loops",
-          "[tune][vulkan][cuda]") {
-  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+          "[tune][vulkan][cuda][metal]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     std::mt19937 rng(11);
     for (const std::int64_t n : sizes) {
@@ -206,8 +207,8 @@ TEST_CASE("tuning shapes on each GPU device: a flat float pass in every shape ma
 
 TEST_CASE("tuning shapes on each GPU device: strided and offset views, an integer pass and two "
           "outputs in every shape match double loops",
-          "[tune][vulkan][cuda]") {
-  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip()}) {
+          "[tune][vulkan][cuda][metal]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     std::mt19937 rng(12);
     for (const std::int64_t cols : {std::int64_t{3}, std::int64_t{129}}) {
