@@ -46,12 +46,12 @@ public:
     if (!m) return nullptr;
     std::memset(m, 0xA5, bytes);
     std::lock_guard lock(mutex_);
-    live_->insert(m);
+    live().insert(m);
     return m;
   }
   void release(void* buffer) noexcept override {
     std::lock_guard lock(mutex_);
-    if (live_->erase(buffer)) std::free(buffer);
+    if (live().erase(buffer)) std::free(buffer);
   }
   void write(void* b, std::size_t off, const void* src, std::size_t n) override {
     std::memcpy(static_cast<char*>(b) + off, src, n);
@@ -124,12 +124,17 @@ public:
   }
 
 private:
+  // The live blocks, reachable from a global that is never destroyed (not from this object,
+  // which the statics holding it may destroy first).
+  static std::unordered_set<void*>& live() {
+    static auto* l = new std::unordered_set<void*>;
+    return *l;
+  }
   struct pipeline_t {
     kiln_cpu_entry entry;
   };
   jit::metal::device_properties props_;
   std::mutex mutex_, launch_mutex_;
-  std::unordered_set<void*>* live_ = new std::unordered_set<void*>; // never freed: see allocate
   std::deque<pipeline_t> pipelines_;
 };
 
