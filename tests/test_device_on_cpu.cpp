@@ -161,6 +161,20 @@ TEST_CASE("cuda-on-cpu: a block past 1024 threads is a launch error, a compile e
           Catch::Contains("kiln_kernel.cu:2") && Catch::Contains("undeclared_x"));
 }
 
+// Hidden ([.]): run by the asan preset only, as its own CTest test that passes when
+// AddressSanitizer stops the process — kernels are compiled with the suite's sanitizers.
+TEST_CASE("cuda-on-cpu: a kernel writing one element past its buffer", "[.][asan-kernel]") {
+  device_on_cpu dev;
+  const auto f = dev.kernel("extern \"C\" __global__ void past(float* const* P) {\n"
+                            "  P[0][blockIdx.x * blockDim.x + threadIdx.x + 1] = 1.0f;\n"
+                            "}\n",
+                            "past");
+  const auto p = reinterpret_cast<float*>(dev.upload(std::vector<float>(64, 0.0f)));
+  float* const* params = &p;
+  dev.launch(f, 1, 64, &params);
+  FAIL("the write past the buffer was not caught");
+}
+
 TEST_CASE("cuda-on-cpu: a KILN_NVRTC_LIBRARY or KILN_CUDA_DRIVER that does not load is the "
           "reason",
           "[device-on-cpu]") {
