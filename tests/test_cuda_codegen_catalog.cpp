@@ -9,7 +9,6 @@
 
 namespace {
 
-
 using catalog_exprs::catalog;
 
 template <class... T>

@@ -6,7 +6,7 @@ using catalog::check;
 using catalog::values;
 
 #define KILN_MATH1(fn, lo, hi, ulp)                                                                \
-  TEMPLATE_TEST_CASE("device catalog: " #fn, "[vulkan][cuda][metal][catalog]", float, double) {           \
+  TEMPLATE_TEST_CASE("device catalog: " #fn, "[vulkan][cuda][metal][catalog]", float, double) {    \
     check(                                                                                         \
         #fn, ulp, [](const auto& x) { return kiln::fn(x); }, values<TestType>(lo, hi));            \
   }
@@ -41,7 +41,8 @@ KILN_MATH1(ceil, -1e4, 1e4, 0)
 KILN_MATH1(round, -1e4, 1e4, 0)
 KILN_MATH1(trunc, -1e4, 1e4, 0)
 
-TEMPLATE_TEST_CASE("device catalog: pow, atan2, fmod", "[vulkan][cuda][metal][catalog]", float, double) {
+TEMPLATE_TEST_CASE("device catalog: pow, atan2, fmod", "[vulkan][cuda][metal][catalog]", float,
+                   double) {
   const auto x = values<TestType>(0, 10), y = values<TestType>(-8, 8);
   check(
       "pow", 8, [](const auto& a, const auto& b) { return kiln::pow(a, b); }, x, y);
@@ -51,8 +52,8 @@ TEMPLATE_TEST_CASE("device catalog: pow, atan2, fmod", "[vulkan][cuda][metal][ca
       "fmod", 0, [](const auto& a, const auto& b) { return kiln::fmod(a, b); }, y, x);
 }
 
-TEMPLATE_TEST_CASE("device catalog: math on 16-bit floats and integers", "[vulkan][cuda][metal][catalog]",
-                   kiln::half, kiln::bfloat16) {
+TEMPLATE_TEST_CASE("device catalog: math on 16-bit floats and integers",
+                   "[vulkan][cuda][metal][catalog]", kiln::half, kiln::bfloat16) {
   check(
       "exp", 1, [](const auto& x) { return kiln::exp(x); }, values<TestType>(-10, 10));
   check(

@@ -32,9 +32,9 @@ TEMPLATE_TEST_CASE("device catalog: arithmetic", "[vulkan][cuda][metal][catalog]
       "scalar operands", 0, [](const auto& a) { return a * 3 + 2 - a / 7; }, x);
 }
 
-TEMPLATE_TEST_CASE("device catalog: comparisons, where, predicates", "[vulkan][cuda][metal][catalog]",
-                   bool, std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, kiln::half,
-                   kiln::bfloat16, float, double) {
+TEMPLATE_TEST_CASE("device catalog: comparisons, where, predicates",
+                   "[vulkan][cuda][metal][catalog]", bool, std::uint8_t, std::int32_t,
+                   std::uint32_t, std::int64_t, kiln::half, kiln::bfloat16, float, double) {
   const auto x = values<TestType>(-5, 5), y = values<TestType>(-5, 5);
   check(
       "== != <", 0, [](const auto& a, const auto& b) { return ((a == b) != (a < b)) && !(a >= b); },
