@@ -49,13 +49,13 @@ public:
       if (!ok) fail(size);
       reserved_ += size;
     }
-    count_in(b.bytes);
+    count_in_locked(b.bytes);
     return b;
   }
   // Counts a block the device allocated itself (CUDA's stream-ordered pools), never cached.
   void count_in(std::size_t bytes) {
-    in_use_ += bytes;
-    peak_ = std::max(peak_, in_use_);
+    std::lock_guard lock(mutex_);
+    count_in_locked(bytes);
   }
   void count_out(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -75,9 +75,12 @@ public:
     std::lock_guard lock(mutex_);
     return {in_use_, pooled ? in_use_ : reserved_, peak_};
   }
-  std::mutex& mutex() const { return mutex_; }
 
 private:
+  void count_in_locked(std::size_t bytes) {
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+  }
   template <class Free>
   void release_cached_locked(Free& free) {
     for (const auto& [bytes, handle] : free_) {

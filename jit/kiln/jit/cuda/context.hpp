@@ -74,7 +74,6 @@ public:
     if (props_.memory_pools) { // the driver's pool is the cache
       block b{0, caching_arena<CUdeviceptr>::round_up(bytes)};
       check(d_, d_.cuMemAllocAsync(&b.handle, b.bytes, stream_), "cuMemAllocAsync");
-      std::lock_guard lock(arena_.mutex());
       arena_.count_in(b.bytes);
       return b;
     }
