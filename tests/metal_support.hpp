@@ -1,17 +1,14 @@
 #pragma once
 // What the Metal execution tests share: a fresh kernel disk cache per run, and the device,
-// or a clear skip where there is none (every platform but Apple's: the reason
-// kiln::devices() gives). KILN_REQUIRE_METAL=1 turns the skip into a failure.
-// KILN_TEST_MSL_ON_CPU=1 (the `msl-on-cpu:` tests) registers metal:0 as the Metal backend
-// over the CPU stand-in (device_on_cpu/metal_on_cpu.hpp), requires it, and runs the
-// binary's device tests on Metal only.
+// or a clear skip where there is none (the reason kiln::devices() gives: every platform but
+// Apple's). KILN_REQUIRE_METAL=1 turns the skip into a failure.
+// KILN_TEST_MSL_ON_CPU=<library> (the `msl-on-cpu:` tests) makes that library the Metal
+// framework (KILN_METAL_FRAMEWORK: device_on_cpu/metal_framework.cpp runs MSL on CPU
+// threads), requires metal:0, and runs the binary's device tests on Metal only.
 #include "device_support.hpp"
 
-#include "kiln/jit/metal/backend.hpp"
-
-#ifdef MSL_ON_CPU_CXX
-#include "device_on_cpu/metal_on_cpu.hpp"
-#endif
+#include <cstdlib>
+#include <string>
 
 namespace metal_test {
 inline device_test::fresh_cache& cache() {
@@ -20,28 +17,15 @@ inline device_test::fresh_cache& cache() {
 }
 inline bool on_cpu() {
   const char* v = std::getenv("KILN_TEST_MSL_ON_CPU");
-  return v && std::string(v) == "1";
+  return v && *v;
 }
 inline const bool ready = [] {
   cache();
-#ifdef MSL_ON_CPU_CXX
   if (on_cpu()) {
+    ::setenv("KILN_METAL_FRAMEWORK", std::getenv("KILN_TEST_MSL_ON_CPU"), 1);
     ::setenv("KILN_REQUIRE_METAL", "1", 1);
     ::setenv("KILN_TEST_DEVICES", "metal", 1);
-    kiln::register_backend(
-        {kiln::device_kind::metal,
-         [] {
-           return std::vector<kiln::device_info>{
-               {kiln::device(kiln::device_kind::metal, 0), true, "msl-on-cpu (host threads)"}};
-         },
-         [](int index) -> std::shared_ptr<kiln::backend> {
-           if (index != 0)
-             throw kiln::error("device", "no such device", "metal:" + std::to_string(index));
-           static const auto rt = std::make_shared<msl_on_cpu::runtime>();
-           return kiln::jit::metal::metal_backend::open(index, rt);
-         }});
   }
-#endif
   return true;
 }();
 } // namespace metal_test

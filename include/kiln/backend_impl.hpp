@@ -39,13 +39,6 @@ KILN_CORE_INLINE std::vector<device_info> list_devices() {
     std::lock_guard lock(r.mutex);
     ps = r.providers;
   }
-  // Metal's backend has no runtime over Apple's framework yet (jit/kiln/jit/metal/runtime.hpp
-  // is its interface; the test suite runs it over a CPU stand-in).
-#ifdef __APPLE__
-  const char* no_metal = "kiln's Metal runtime over Apple's framework is not written yet";
-#else
-  const char* no_metal = "Metal runs only on Apple platforms";
-#endif
   for (device_kind k : {device_kind::vulkan, device_kind::cuda, device_kind::metal}) {
     bool found = false;
     for (const auto& p : ps)
@@ -55,7 +48,7 @@ KILN_CORE_INLINE std::vector<device_info> list_devices() {
           out.push_back(std::move(i));
       }
     if (!found)
-      out.push_back({device(k, 0), false, k == device_kind::metal ? no_metal : not_built_in});
+      out.push_back({device(k, 0), false, not_built_in});
   }
   return out;
 }

@@ -106,6 +106,11 @@ inline constexpr variable variables[] = {
     {"KILN_NVRTC_LIBRARY", kind::library,
      "`libnvrtc.so` of the CUDA toolkit, else by soname on the loader's path",
      "the NVRTC library; one that does not load makes `cuda:N` unavailable with that reason"},
+    {"KILN_METAL_FRAMEWORK", kind::library,
+     "Apple's `libobjc.A.dylib`, Foundation and Metal frameworks (Apple platforms only)",
+     "one library standing in for the Objective-C runtime and the Metal framework together "
+     "(the test suite's runs MSL on CPU threads); set, it makes `metal:0` listed on any "
+     "platform, and one that does not load makes it unavailable with that reason"},
     {"KILN_PTXAS", kind::program, "`ptxas` of the CUDA toolkit, else on `PATH`",
      "the `ptxas` that checks NVRTC's PTX (the CUDA codegen tests); one that is not found "
      "or not executable is an error"},

@@ -10,6 +10,7 @@
 // Built with the test suite's compiler and flags, which it passes to the kernels it compiles
 // (CUDA_ON_CPU_CXX, CUDA_ON_CPU_FLAGS): under the sanitizers, kernels are instrumented too.
 #include "grid_runner.hpp"
+#include "host_library.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -57,40 +58,6 @@ function* keep(function f) {
   static std::deque<function> all;
   std::lock_guard lock(m);
   return &all.emplace_back(std::move(f));
-}
-
-// The bytes of an ELF64 image from its header: section headers come last in what the host
-// linker writes.
-std::size_t elf_size(const unsigned char* p) {
-  if (std::memcmp(p,
-                  "\x7f"
-                  "ELF",
-                  4) != 0 ||
-      p[4] != 2)
-    return 0;
-  std::uint64_t shoff = 0;
-  std::uint16_t shentsize = 0, shnum = 0;
-  std::memcpy(&shoff, p + 0x28, 8);
-  std::memcpy(&shentsize, p + 0x3a, 2);
-  std::memcpy(&shnum, p + 0x3c, 2);
-  return static_cast<std::size_t>(shoff + std::uint64_t(shentsize) * shnum);
-}
-
-// Device memory belongs to the context until the process ends, as a GPU's does: the live
-// blocks stay reachable here, so a leak checker does not count what kiln's caching arena
-// holds at exit (it never frees its cached blocks: the process ending does).
-struct live_blocks {
-  std::mutex m;
-  std::unordered_set<void*> all;
-};
-live_blocks& live() {
-  static auto* l = new live_blocks; // never destroyed: blocks outlive every static
-  return *l;
-}
-
-std::string temp_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
 }
 
 } // namespace
@@ -149,23 +116,14 @@ CUresult cuCtxSetCurrent(void*) { return ok; }
 // Device memory is host memory, filled with a pattern: kernels that read what nobody wrote
 // get garbage, as on a GPU, rather than zeros.
 CUresult cuMemAlloc_v2(CUdeviceptr* p, std::size_t n) {
-  void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  void* m = kiln_cpu::device_alloc(n);
   if (!m) return fail(out_of_memory, "host allocation of " + std::to_string(n) + " bytes");
-  std::memset(m, 0xA5, n);
-  {
-    std::lock_guard lock(live().m);
-    live().all.insert(m);
-  }
   *p = reinterpret_cast<CUdeviceptr>(m);
   return ok;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) {
-  {
-    std::lock_guard lock(live().m);
-    if (live().all.erase(reinterpret_cast<void*>(p)) == 0)
-      return fail(invalid_value, "cuMemFree of a pointer that is not a live allocation");
-  }
-  std::free(reinterpret_cast<void*>(p));
+  if (!kiln_cpu::device_free(reinterpret_cast<void*>(p)))
+    return fail(invalid_value, "cuMemFree of a pointer that is not a live allocation");
   return ok;
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, std::size_t n, void*) {
@@ -207,25 +165,18 @@ CUresult cuEventDestroy_v2(void* e) {
 }
 // The image is a shared library: written to a file, opened, and the file removed.
 CUresult cuModuleLoadData(void** m, const void* image) {
-  const auto* p = static_cast<const unsigned char*>(image);
-  const std::size_t n = elf_size(p);
+  const std::size_t n = kiln_cpu::elf_size(static_cast<const unsigned char*>(image));
   if (n == 0) return fail(invalid_image, "the image is not a 64-bit ELF shared library");
-  std::string path = temp_dir() + "/kiln-cuda-on-cpu-XXXXXX";
-  const int fd = ::mkstemp(path.data());
-  if (fd < 0) return fail(invalid_image, "cannot write " + path);
-  const bool written = ::write(fd, p, n) == static_cast<ssize_t>(n);
-  ::close(fd);
-  void* lib = written ? ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
-  const char* why = lib ? nullptr : ::dlerror();
-  ::unlink(path.c_str());
-  if (!lib) return fail(invalid_image, why ? why : "cannot write the image");
+  std::string why;
+  void* lib = kiln_cpu::open_image(image, n, why);
+  if (!lib) return fail(invalid_image, why);
   *m = lib;
   return ok;
 }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
-  void* e = ::dlsym(m, ("kiln_cpu_entry_" + std::string(name)).c_str());
+  const kiln_cpu_entry e = kiln_cpu::entry_of(m, name);
   if (!e) return fail(not_found, std::string("no kernel ") + name + " in the module");
-  *f = keep({reinterpret_cast<kiln_cpu_entry>(e), name});
+  *f = keep({e, name});
   return ok;
 }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -282,41 +233,6 @@ std::string host_unit(const std::string& source) {
   return s;
 }
 
-// Runs `argv` with its output into `log`; its exit status.
-int run(const std::vector<std::string>& argv, std::string& log) {
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipefd[1], 1);
-    ::dup2(pipefd[1], 2);
-    ::close(pipefd[0]);
-    ::close(pipefd[1]);
-    std::vector<char*> a;
-    for (const auto& s : argv)
-      a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    ::execvp(a[0], a.data());
-    ::_exit(127);
-  }
-  ::close(pipefd[1]);
-  char buf[4096];
-  for (ssize_t r; (r = ::read(pipefd[0], buf, sizeof buf)) > 0;)
-    log.append(buf, static_cast<std::size_t>(r));
-  ::close(pipefd[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> w;
-  std::istringstream in(s);
-  for (std::string x; in >> x;)
-    w.push_back(x);
-  return w;
-}
-
 } // namespace
 
 extern "C" {
@@ -362,30 +278,15 @@ nvrtcResult nvrtcDestroyProgram(void** p) {
 // host compiler's -ffp-contract=off, which is always on (kiln asks for it everywhere).
 nvrtcResult nvrtcCompileProgram(void* p, int n, const char* const* options) {
   auto* prog = static_cast<program*>(p);
-  std::string dir = temp_dir() + "/kiln-nvrtc-on-cpu-XXXXXX";
-  if (!::mkdtemp(dir.data())) {
-    prog->log = "cannot make " + dir;
-    return 6;
-  }
-  const std::string src = dir + "/kernel.cpp", so = dir + "/kernel.so";
-  std::ofstream(src) << host_unit(prog->source);
-  std::vector<std::string> argv{CUDA_ON_CPU_CXX,  "-std=c++17", "-O1",
-                                "-fPIC",          "-shared",    "-ffp-contract=off",
-                                "-fno-fast-math", "-w",         "-I" CUDA_ON_CPU_SHIM_DIR};
-  for (const auto& f : words(CUDA_ON_CPU_FLAGS))
-    argv.push_back(f);
+  std::vector<std::string> flags{"-std=c++17", "-O1",           "-fPIC",
+                                 "-shared",    "-ffp-contract=off", "-fno-fast-math",
+                                 "-w",         "-I" CUDA_ON_CPU_SHIM_DIR};
+  for (const auto& f : kiln_cpu::words(CUDA_ON_CPU_FLAGS))
+    flags.push_back(f);
   for (int i = 0; i < n; ++i)
-    if (std::strncmp(options[i], "-I", 2) == 0) argv.push_back(options[i]);
-  argv.insert(argv.end(), {src, "-o", so});
-  const int status = run(argv, prog->log);
-  if (status == 0) {
-    std::ifstream in(so, std::ios::binary);
-    prog->image.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  std::remove(src.c_str());
-  std::remove(so.c_str());
-  ::rmdir(dir.c_str());
-  return status == 0 && !prog->image.empty() ? 0 : 6;
+    if (std::strncmp(options[i], "-I", 2) == 0) flags.push_back(options[i]);
+  prog->image = kiln_cpu::compile_shared(CUDA_ON_CPU_CXX, flags, host_unit(prog->source), prog->log);
+  return prog->image.empty() ? 6 : 0;
 }
 nvrtcResult nvrtcGetProgramLogSize(void* p, std::size_t* n) {
   *n = static_cast<program*>(p)->log.size() + 1;

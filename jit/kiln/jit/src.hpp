@@ -2,7 +2,7 @@
 // The JIT's implementation, compiled once per program: include this in exactly one file
 // (CMake's kiln::kiln does it for you, in the kiln_runtime library). Everything after the
 // planner hands over a pass lowered to IR is here: the executors' shared body, code
-// generation, compilers, caches, and the Vulkan and CUDA runtimes; and kiln's non-template
+// generation, compilers, caches, and the Vulkan, CUDA and Metal runtimes; and kiln's non-template
 // functions, for programs that define KILN_COMPILED_CORE (kiln/linkage.hpp).
 #include "kiln/backend.hpp"
 #include "kiln/core_impl.hpp"
@@ -10,6 +10,7 @@
 #include "kiln/jit/backend/run_reduction.hpp"
 #include "kiln/jit/cuda/backend.hpp"
 #include "kiln/jit/jit.hpp"
+#include "kiln/jit/metal/framework.hpp"
 #include "kiln/jit/tune/host.hpp"
 #include "kiln/jit/vulkan/backend.hpp"
 
@@ -23,6 +24,7 @@ bool register_builtin_backends() {
   static const bool done = [] {
     register_backend({device_kind::vulkan, vk::list_vulkan_devices, vk::open_vulkan});
     register_backend({device_kind::cuda, cuda::list_cuda_devices, cuda::open_cuda});
+    register_backend({device_kind::metal, metal::list_metal_devices, metal::open_metal});
     return true;
   }();
   return done;

@@ -105,7 +105,7 @@ public:
   std::string cache_identity() const { return "metal " + props().identity; }
   compiled_binary compile_source(const std::string& source) const {
     const auto t0 = std::chrono::steady_clock::now();
-    auto bytes = ctx_->rt().compile(source);
+    auto bytes = ctx_->rt().compile(source, "kiln_kernel");
     return {std::move(bytes), ms_since(t0), props().compiler};
   }
   bool load(metal_kernel& k, std::span<const std::byte> binary, bool from_disk,

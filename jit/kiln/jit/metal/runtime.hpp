@@ -44,9 +44,9 @@ public:
   virtual void copy(void* src, std::size_t src_off, void* dst, std::size_t dst_off,
                     std::size_t n) = 0;
   virtual void synchronize() = 0;
-  // MSL source -> the binary the disk cache keeps; a compile error is a kiln::error with
-  // the compiler's log.
-  virtual std::vector<std::byte> compile(const std::string& source) = 0;
+  // MSL source -> the binary the disk cache keeps, with the pipeline of its kernel `entry`
+  // made; a compile error is a kiln::error with the compiler's log.
+  virtual std::vector<std::byte> compile(const std::string& source, const char* entry) = 0;
   // The pipeline of `entry` in a binary; nullptr when the binary is not usable here (one
   // from the disk cache is then compiled again).
   virtual void* pipeline(std::span<const std::byte> binary, const char* entry) = 0;
