@@ -7,9 +7,13 @@
 // it on the CPU stand-in (metal_support.hpp). The catalog and random trees, shared with the
 // other backends, are test_device_catalog_*.cpp and test_device_trees.cpp.
 #include "device_exec_checks.hpp"
+#include "error_support.hpp"
 #include "metal_support.hpp"
 
+#include "kiln/jit/metal/framework.hpp"
+
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 namespace {
@@ -130,4 +134,126 @@ TEST_CASE("metal: threads needing one new kernel share one compile", "[metal]") 
 
 TEST_CASE("metal: freed blocks are reused by the caching allocator", "[metal]") {
   if (const kiln::device* dev = metal_or_skip()) device_test::check_arena_reuse(*dev);
+}
+
+namespace {
+
+namespace metal = kiln::jit::metal;
+
+// y[i] = 2 y[i] + 1, and -1 where y[i] is NaN: under fast math (Metal's default) the NaN test
+// folds away.
+const std::string twice_plus_one = R"(#include <metal_stdlib>
+using namespace metal;
+kernel void kiln_kernel(device float* y [[buffer(0)]], constant uint& n [[buffer(1)]],
+                        uint i [[thread_position_in_grid]]) {
+  if (i < n) y[i] = isnan(y[i]) ? -1.0f : 2.0f * y[i] + 1.0f;
+}
+)";
+
+// Runs twice_plus_one's pipeline `p` of `rt` on n random values (some NaN) and checks each.
+void check_twice_plus_one(metal::runtime& rt, void* p, std::uint32_t n) {
+  std::vector<float> x(n);
+  const auto r = kiln::random::normal<float>({n}, test::draw(7, 1 << 20)).to_vector();
+  for (std::uint32_t i = 0; i < n; ++i)
+    x[i] = i % 97 == 5 ? std::numeric_limits<float>::quiet_NaN() : r[i];
+  void* buf = rt.allocate(n * sizeof(float));
+  REQUIRE(buf);
+  rt.write(buf, 0, x.data(), n * sizeof(float));
+  std::byte params[4];
+  std::memcpy(params, &n, 4);
+  void* const bufs[] = {buf};
+  rt.dispatch(p, bufs, params, (n + 255) / 256, 1, 256);
+  std::vector<float> y(n, 7.0f);
+  rt.read(buf, 0, y.data(), n * sizeof(float)); // waits for the dispatch
+  rt.release(buf);
+  for (std::uint32_t i = 0; i < n; ++i)
+    REQUIRE(y[i] == (std::isnan(x[i]) ? -1.0f : 2.0f * x[i] + 1.0f));
+}
+
+} // namespace
+
+TEST_CASE("metal: a runtime that never compiled a kernel makes its pipeline from the disk "
+          "cache's binary archive, and refuses damaged or foreign binaries",
+          "[metal]") {
+  if (!metal_or_skip()) return;
+  std::string why;
+  const auto& compiled_by = metal::framework_device(why);
+  REQUIRE(compiled_by);
+  const auto binary = compiled_by->compile(twice_plus_one, "kiln_kernel");
+  // A second runtime over the same framework: nothing memoized, as in a new process.
+  metal::framework_runtime fresh(metal::framework());
+  void* p = fresh.pipeline(binary, "kiln_kernel");
+  REQUIRE(p);
+  fresh.timer_begin();
+  check_twice_plus_one(fresh, p, 1000);
+  CHECK(fresh.timer_end_ns() >= 0);
+
+  metal::framework_runtime other(metal::framework());
+  auto damaged = binary; // the archive's first byte: Metal no longer reads it as one
+  damaged[8 + 8 + twice_plus_one.size()] ^= std::byte{0x5a};
+  CHECK(other.pipeline(damaged, "kiln_kernel") == nullptr);
+  auto truncated = binary;
+  truncated.resize(12); // the magic and half the source's length
+  CHECK(other.pipeline(truncated, "kiln_kernel") == nullptr);
+  const std::vector<std::byte> foreign(64, std::byte{0x7f});
+  CHECK(other.pipeline(foreign, "kiln_kernel") == nullptr);
+  // Another kernel's archive under this source: an archive miss, so compiled again.
+  metal::archived_kernel a, b;
+  REQUIRE(a.parse(binary));
+  REQUIRE(b.parse(compiled_by->compile(twice_plus_one + "// another kernel\n", "kiln_kernel")));
+  a.archive = b.archive;
+  CHECK(other.pipeline(a.bytes(), "kiln_kernel") == nullptr);
+}
+
+TEST_CASE("metal: the runtime's compile errors carry the compiler's log and the source",
+          "[metal]") {
+  if (!metal_or_skip()) return;
+  std::string why;
+  const auto& rt = metal::framework_device(why);
+  REQUIRE(rt);
+  const std::string bad = "#include <metal_stdlib>\nkernel void kiln_kernel(device float* y "
+                          "[[buffer(0)]]) { y[0] = undeclared_name; }\n";
+  expect_error([&] { rt->compile(bad, "kiln_kernel"); }, "jit",
+               {"Metal compiler rejected", "undeclared_name"});
+  expect_error([&] { rt->compile(twice_plus_one, "no_such_kernel"); }, "jit",
+               {"no such kernel", "no_such_kernel"});
+}
+
+TEST_CASE("metal: a dispatch that fails on the device is an error at the next wait, not lost",
+          "[metal]") {
+  if (!metal_or_skip()) return;
+  std::string why;
+  const auto& rt = metal::framework_device(why);
+  REQUIRE(rt);
+  rt->compile(twice_plus_one, "kiln_kernel");
+  void* p = rt->pipeline(rt->compile(twice_plus_one, "kiln_kernel"), "kiln_kernel");
+  REQUIRE(p);
+  void* buf = rt->allocate(64);
+  REQUIRE(buf);
+  std::uint32_t n = 16;
+  std::byte params[4];
+  std::memcpy(params, &n, 4);
+  void* const bufs[] = {buf};
+  rt->dispatch(p, bufs, params, 1, 1, 4096); // more threads per group than any device has
+  expect_error([&] { rt->synchronize(); }, "metal",
+               {"kernel failed on the device", "invalid launch configuration"});
+  rt->synchronize();                 // reported once
+  check_twice_plus_one(*rt, p, 300); // and the queue goes on
+  rt->release(buf);
+}
+
+TEST_CASE("metal: more memory than one Metal buffer holds is a clear out-of-memory error",
+          "[metal]") {
+  const kiln::device* dev = metal_or_skip();
+  if (!dev) return;
+  // 2^36 bytes is the stand-in's maxBufferLength.
+  expect_error([&] { (void)kiln::zeros<float>({std::int64_t{1} << 35}, *dev); }, "zeros",
+               {"out of device memory", "137438953472 bytes"});
+}
+
+TEST_CASE("metal: a Metal framework that does not load says why", "[metal]") {
+  const auto l = metal::objc::load("/nonexistent/libMetal-stand-in.so");
+  CHECK_FALSE(l.ok());
+  CHECK(l.why_not.find("cannot be loaded") != std::string::npos);
+  CHECK(l.why_not.find("/nonexistent/libMetal-stand-in.so") != std::string::npos);
 }

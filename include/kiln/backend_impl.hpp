@@ -47,8 +47,7 @@ KILN_CORE_INLINE std::vector<device_info> list_devices() {
         for (auto& i : p.list())
           out.push_back(std::move(i));
       }
-    if (!found)
-      out.push_back({device(k, 0), false, not_built_in});
+    if (!found) out.push_back({device(k, 0), false, not_built_in});
   }
   return out;
 }

@@ -278,14 +278,20 @@ nvrtcResult nvrtcDestroyProgram(void** p) {
 // host compiler's -ffp-contract=off, which is always on (kiln asks for it everywhere).
 nvrtcResult nvrtcCompileProgram(void* p, int n, const char* const* options) {
   auto* prog = static_cast<program*>(p);
-  std::vector<std::string> flags{"-std=c++17", "-O1",           "-fPIC",
-                                 "-shared",    "-ffp-contract=off", "-fno-fast-math",
-                                 "-w",         "-I" CUDA_ON_CPU_SHIM_DIR};
+  std::vector<std::string> flags{"-std=c++17",
+                                 "-O1",
+                                 "-fPIC",
+                                 "-shared",
+                                 "-ffp-contract=off",
+                                 "-fno-fast-math",
+                                 "-w",
+                                 "-I" CUDA_ON_CPU_SHIM_DIR};
   for (const auto& f : kiln_cpu::words(CUDA_ON_CPU_FLAGS))
     flags.push_back(f);
   for (int i = 0; i < n; ++i)
     if (std::strncmp(options[i], "-I", 2) == 0) flags.push_back(options[i]);
-  prog->image = kiln_cpu::compile_shared(CUDA_ON_CPU_CXX, flags, host_unit(prog->source), prog->log);
+  prog->image =
+      kiln_cpu::compile_shared(CUDA_ON_CPU_CXX, flags, host_unit(prog->source), prog->log);
   return prog->image.empty() ? 6 : 0;
 }
 nvrtcResult nvrtcGetProgramLogSize(void* p, std::size_t* n) {

@@ -525,8 +525,7 @@ const methods& encoder_methods() {
 encoder::encoder(command_buffer* c) : object(&encoder_methods()), cb(c) {}
 
 double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::mutex launch_mutex; // one grid at a time: a group's threadgroup arrays are statics
@@ -603,9 +602,7 @@ const methods& command_buffer_methods() {
   }());
   return t;
 }
-command_buffer::command_buffer(queue* q_) : object(&command_buffer_methods()), q(q_) {
-  retain(q);
-}
+command_buffer::command_buffer(queue* q_) : object(&command_buffer_methods()), q(q_) { retain(q); }
 
 id queue_command_buffer(id self, SEL) {
   return autoreleased(make<command_buffer>(static_cast<queue*>(self)));
@@ -631,9 +628,14 @@ std::shared_ptr<image> compile_msl(const std::string& source, bool fast_math, st
     std::lock_guard lock(*m);
     if (auto it = done->find({source, fast_math}); it != done->end()) return it->second;
   }
-  std::vector<std::string> flags{"-std=c++17",        "-O1", "-fPIC",
-                                 "-shared",           "-w",  "-ffp-contract=off",
-                                 "-I" MSL_ON_CPU_SHIM_DIR "/metal", "-I" MSL_ON_CPU_SHIM_DIR};
+  std::vector<std::string> flags{"-std=c++17",
+                                 "-O1",
+                                 "-fPIC",
+                                 "-shared",
+                                 "-w",
+                                 "-ffp-contract=off",
+                                 "-I" MSL_ON_CPU_SHIM_DIR "/metal",
+                                 "-I" MSL_ON_CPU_SHIM_DIR};
   if (std::strstr(MSL_ON_CPU_CXX, "clang") == nullptr)
     flags.push_back("-fsingle-precision-constant"); // float literals, as in MSL
   if (fast_math) flags.push_back("-ffast-math");

@@ -2,8 +2,8 @@
 // The JIT's implementation, compiled once per program: include this in exactly one file
 // (CMake's kiln::kiln does it for you, in the kiln_runtime library). Everything after the
 // planner hands over a pass lowered to IR is here: the executors' shared body, code
-// generation, compilers, caches, and the Vulkan, CUDA and Metal runtimes; and kiln's non-template
-// functions, for programs that define KILN_COMPILED_CORE (kiln/linkage.hpp).
+// generation, compilers, caches, and the Vulkan, CUDA and Metal runtimes; and kiln's
+// non-template functions, for programs that define KILN_COMPILED_CORE (kiln/linkage.hpp).
 #include "kiln/backend.hpp"
 #include "kiln/core_impl.hpp"
 #include "kiln/jit/backend/run_pass.hpp"

@@ -59,23 +59,25 @@ struct archived_kernel {
 };
 
 class framework_runtime final : public runtime {
-  static constexpr objc::NSUInteger storage_shared = 0;           // MTLResourceStorageModeShared
-  static constexpr objc::NSUInteger status_error = 5;             // MTLCommandBufferStatusError
+  static constexpr objc::NSUInteger storage_shared = 0;            // MTLResourceStorageModeShared
+  static constexpr objc::NSUInteger status_error = 5;              // MTLCommandBufferStatusError
   static constexpr objc::NSUInteger fail_on_archive_miss = 1 << 2; // MTLPipelineOption
-  static constexpr objc::NSUInteger msl_2_4 = (2 << 16) + 4;      // MTLLanguageVersion2_4
-  static constexpr std::size_t max_set_bytes = 4096;              // setBytes:length:atIndex:
+  static constexpr objc::NSUInteger msl_2_4 = (2 << 16) + 4;       // MTLLanguageVersion2_4
+  static constexpr std::size_t max_set_bytes = 4096;               // setBytes:length:atIndex:
   static constexpr std::size_t max_in_flight = 256; // command buffers before the oldest wait
 
 public:
   explicit framework_runtime(const objc::library& api) : api_(api) {
     objc::pool p(api_);
     device_ = api_.create_device();
-    if (!device_) throw error("device", "device is not available", "MTLCreateSystemDefaultDevice found no Metal device");
+    if (!device_)
+      throw error("device", "device is not available",
+                  "MTLCreateSystemDefaultDevice found no Metal device");
     queue_ = api_.send(device_, "newCommandQueue");
-    if (!queue_) throw error("device", "device is not available", "the Metal device made no command queue");
-    const std::string os =
-        api_.text(api_.send(api_.send(api_.cls("NSProcessInfo"), "processInfo"),
-                            "operatingSystemVersionString"));
+    if (!queue_)
+      throw error("device", "device is not available", "the Metal device made no command queue");
+    const std::string os = api_.text(api_.send(api_.send(api_.cls("NSProcessInfo"), "processInfo"),
+                                               "operatingSystemVersionString"));
     props_.name = api_.text(api_.send(device_, "name"));
     const auto registry = api_.send<std::uint64_t>(device_, "registryID");
     props_.identity = props_.name + " (registry " + std::to_string(registry) + ", " + os + ")";
@@ -141,8 +143,9 @@ public:
     id desc = make("MTLComputePipelineDescriptor");
     api_.send<void>(desc, "setComputeFunction:", fn);
     id err = nullptr;
-    id pipe = api_.send(device_, "newComputePipelineStateWithDescriptor:options:reflection:error:",
-                        desc, objc::NSUInteger{0}, static_cast<void*>(nullptr), &err);
+    id pipe =
+        api_.send(device_, "newComputePipelineStateWithDescriptor:options:reflection:error:", desc,
+                  objc::NSUInteger{0}, static_cast<void*>(nullptr), &err);
     archived_kernel k{source, {}};
     if (pipe) k.archive = archive_of(desc); // empty when it could not be serialized
     api_.release(desc);
@@ -182,10 +185,11 @@ public:
     if (fn && archive) {
       id desc = make("MTLComputePipelineDescriptor");
       api_.send<void>(desc, "setComputeFunction:", fn);
-      api_.send<void>(desc, "setBinaryArchives:",
-                      api_.send(api_.cls("NSArray"), "arrayWithObject:", archive));
-      pipe = api_.send(device_, "newComputePipelineStateWithDescriptor:options:reflection:error:",
-                       desc, fail_on_archive_miss, static_cast<void*>(nullptr), &err);
+      api_.send<void>(
+          desc, "setBinaryArchives:", api_.send(api_.cls("NSArray"), "arrayWithObject:", archive));
+      pipe = api_.send(device_,
+                       "newComputePipelineStateWithDescriptor:options:reflection:error:", desc,
+                       fail_on_archive_miss, static_cast<void*>(nullptr), &err);
       api_.release(desc);
     }
     api_.release(archive);
@@ -219,9 +223,9 @@ public:
       api_.send<void>(enc, "setBytes:length:atIndex:", static_cast<const void*>(block.data()),
                       static_cast<objc::NSUInteger>(block.size()), at);
     } else {
-      param_buffer = api_.send(device_, "newBufferWithBytes:length:options:",
-                               static_cast<const void*>(block.data()),
-                               static_cast<objc::NSUInteger>(block.size()), storage_shared);
+      param_buffer = api_.send(
+          device_, "newBufferWithBytes:length:options:", static_cast<const void*>(block.data()),
+          static_cast<objc::NSUInteger>(block.size()), storage_shared);
       if (!param_buffer) throw error("metal", "out of device memory", "the parameter block");
       api_.send<void>(enc, "setBuffer:offset:atIndex:", param_buffer, objc::NSUInteger{0}, at);
     }
@@ -298,8 +302,8 @@ private:
     id err = nullptr;
     id archive = api_.send(device_, "newBinaryArchiveWithDescriptor:error:", adesc, &err);
     std::vector<std::byte> out;
-    if (archive && api_.send<bool>(archive, "addComputePipelineFunctionsWithDescriptor:error:",
-                                   desc, &err)) {
+    if (archive &&
+        api_.send<bool>(archive, "addComputePipelineFunctionsWithDescriptor:error:", desc, &err)) {
       temp_file file(".metallib", "metal");
       if (api_.send<bool>(archive, "serializeToURL:error:", url(file.path()), &err)) {
         std::ifstream in(file.path(), std::ios::binary);

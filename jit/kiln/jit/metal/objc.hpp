@@ -26,13 +26,13 @@ struct mtl_size {
 };
 
 struct library {
-  id (*get_class)(const char*) = nullptr;       // objc_getClass
-  SEL (*register_name)(const char*) = nullptr;  // sel_registerName
-  void* msg_send = nullptr;                     // objc_msgSend
-  void* (*pool_push)() = nullptr;               // objc_autoreleasePoolPush
-  void (*pool_pop)(void*) = nullptr;            // objc_autoreleasePoolPop
-  id (*create_device)() = nullptr;              // MTLCreateSystemDefaultDevice
-  std::string why_not;                          // empty when loaded
+  id (*get_class)(const char*) = nullptr;      // objc_getClass
+  SEL (*register_name)(const char*) = nullptr; // sel_registerName
+  void* msg_send = nullptr;                    // objc_msgSend
+  void* (*pool_push)() = nullptr;              // objc_autoreleasePoolPush
+  void (*pool_pop)(void*) = nullptr;           // objc_autoreleasePoolPop
+  id (*create_device)() = nullptr;             // MTLCreateSystemDefaultDevice
+  std::string why_not;                         // empty when loaded
   bool ok() const { return why_not.empty(); }
 
   // [self sel:a...] returning R.
