@@ -19,7 +19,9 @@ base=(g++ cmake ninja-build libboost-dev libxsimd-dev xtl-dev libvulkan-dev)
 # The tests also need Catch2 (v2) and xtensor (a reference in some tests); lavapipe (Mesa's
 # CPU Vulkan driver), the Vulkan loader, the Khronos validation layer and glslc are there
 # for the GPU tests, which run on the CPU where no GPU is; spirv-val checks every kernel.
-tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools)
+# Open MPI for kiln/mpi.hpp's tests and example (mpirun -np 2 over loopback).
+tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools
+  openmpi-bin libopenmpi-dev)
 bench=(libeigen3-dev xtensor-dev)
 
 case "$mode" in
