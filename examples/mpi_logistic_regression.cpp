@@ -78,10 +78,14 @@ int main(int argc, char** argv) {
   bool reference = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rows" && i + 1 < argc) rows = std::atoll(argv[++i]);
-    else if (a == "--dims" && i + 1 < argc) d = std::atoll(argv[++i]);
-    else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (a == "--no-reference") reference = false;
+    if (a == "--rows" && i + 1 < argc)
+      rows = std::atoll(argv[++i]);
+    else if (a == "--dims" && i + 1 < argc)
+      d = std::atoll(argv[++i]);
+    else if (a == "--steps" && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (a == "--no-reference")
+      reference = false;
   }
   const int me = kiln::mpi::rank(), ranks = kiln::mpi::size();
 
@@ -114,16 +118,14 @@ int main(int argc, char** argv) {
   const model m = train(X, Y, rows, steps, MPI_COMM_WORLD, t);
   // Every rank's share of the accuracy, summed.
   const double acc =
-      kiln::mpi::allreduce(kiln::full<double>({1}, accuracy(m, X, Y) * double(X.dim(0))))
-          .item() /
+      kiln::mpi::allreduce(kiln::full<double>({1}, accuracy(m, X, Y) * double(X.dim(0)))).item() /
       double(rows);
   if (me == 0)
     std::printf("%d rank%s, %lld rows x %lld features, %d steps: %.3f ms per step, %.3f ms "
                 "(%.1f%%) of it in the allreduce; accuracy %.2f%%\n",
                 ranks, ranks > 1 ? "s" : "", static_cast<long long>(rows),
-                static_cast<long long>(d), steps, 1e3 * t.total / steps,
-                1e3 * t.allreduce / steps, t.total > 0 ? 100 * t.allreduce / t.total : 0.0,
-                100 * acc);
+                static_cast<long long>(d), steps, 1e3 * t.total / steps, 1e3 * t.allreduce / steps,
+                t.total > 0 ? 100 * t.allreduce / t.total : 0.0, 100 * acc);
   bool ok = acc >= 0.95;
 
   if (reference && me == 0) {

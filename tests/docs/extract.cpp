@@ -107,8 +107,8 @@ int main(int argc, char** argv) {
     for (; j < lines.size() && trim(lines[j]).rfind("```", 0) != 0; ++j) {
       std::string l = lines[j];
       if (trim(l).rfind("#include", 0) == 0) {
-        includes.insert(trim(l));
-        l.clear(); // keeps the line numbers of what follows
+        if (!skipped) includes.insert(trim(l)); // a skipped block's headers may be absent
+        l.clear();                              // keeps the line numbers of what follows
       }
       if (std::regex_search(lines[j], m, device) && b.device.empty()) b.device = m[1];
       b.code.push_back(l);
