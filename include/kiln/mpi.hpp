@@ -301,6 +301,27 @@ void recv_pieces(const char* op, T* p, std::int64_t n, int source, int tag, MPI_
 // messages do not match each other, but a user's messages on the same tag would).
 inline constexpr int pieces_tag = 32000;
 
+// Root's header (its problem, dtype and shape) to every rank, and every rank's dtype T
+// required to be root's, before any data moves: an error on every rank otherwise.
+template <class T>
+void share_header(const char* op, int root, MPI_Comm comm, header& h,
+                  const std::string& root_problem) {
+  const bool is_root = rank(comm) == root;
+  check(op, MPI_Bcast(h.data(), static_cast<int>(h.size()), MPI_INT64_T, root, comm),
+        "MPI_Bcast of the dtype and shape");
+  if (h[0] != 0)
+    throw error(op, is_root ? root_problem : "the root could not take part",
+                "on the root, rank " + std::to_string(root));
+  const bool same = h[1] == static_cast<std::int64_t>(dtype_of<T>());
+  int all_same = same ? 1 : 0;
+  check(op, MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (!all_same)
+    throw error(op, "the ranks' dtypes differ",
+                same ? "another rank's differs from the root's"
+                     : std::string(kiln::name(dtype_of<T>())) + " here, " +
+                           std::string(kiln::name(static_cast<dtype>(h[1]))) + " on the root");
+}
+
 inline void check_root(const char* op, int root, MPI_Comm comm) {
   if (root < 0 || root >= size(comm))
     throw error(op, "no such root",
@@ -366,21 +387,7 @@ requires expression<E> tensor<value_t<E>> broadcast(const E& e, int root = 0,
                           problem.empty() ? values.shape() : shape{})
             .v;
   }
-  detail::check(op, MPI_Bcast(h.data(), static_cast<int>(h.size()), MPI_INT64_T, root, comm),
-                "MPI_Bcast of the dtype and shape");
-  if (h[0] != 0)
-    throw error(op, is_root ? problem : "the root could not take part",
-                "on the root, rank " + std::to_string(root));
-  // Every rank's dtype must be root's: agreed before any data moves.
-  const bool same = h[1] == static_cast<std::int64_t>(dtype_of<T>());
-  int all_same = same ? 1 : 0;
-  detail::check(op, MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_MIN, comm),
-                "MPI_Allreduce");
-  if (!all_same)
-    throw error(op, "the ranks' dtypes differ",
-                same ? "another rank's differs from the root's"
-                     : std::string(kiln::name(dtype_of<T>())) + " here, " +
-                           std::string(kiln::name(static_cast<dtype>(h[1]))) + " on the root");
+  detail::share_header<T>(op, root, comm, h, problem);
   if (!is_root) values = tensor<T>(detail::shape_of_header(h));
   detail::in_pieces(values.size(), [&](std::int64_t at, int n) {
     detail::check(op, MPI_Bcast(values.data() + at, n, detail::type_of<T>(), root, comm),
@@ -476,20 +483,7 @@ requires expression<E> tensor<value_t<E>> scatter(const E& e, int root = 0,
                           problem.empty() ? all.shape() : shape{})
             .v;
   }
-  detail::check(op, MPI_Bcast(h.data(), static_cast<int>(h.size()), MPI_INT64_T, root, comm),
-                "MPI_Bcast of the dtype and shape");
-  if (h[0] != 0)
-    throw error(op, me == root ? problem : "the root could not take part",
-                "on the root, rank " + std::to_string(root));
-  const bool same = h[1] == static_cast<std::int64_t>(dtype_of<T>());
-  int all_same = same ? 1 : 0;
-  detail::check(op, MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_MIN, comm),
-                "MPI_Allreduce");
-  if (!all_same)
-    throw error(op, "the ranks' dtypes differ",
-                same ? "another rank's differs from the root's"
-                     : std::string(kiln::name(dtype_of<T>())) + " here, " +
-                           std::string(kiln::name(static_cast<dtype>(h[1]))) + " on the root");
+  detail::share_header<T>(op, root, comm, h, problem);
   const shape s = detail::shape_of_header(h);
   std::int64_t inner = 1;
   for (int d = 1; d < s.size(); ++d)
