@@ -219,24 +219,36 @@ TEST_CASE("metal: the runtime's compile errors carry the compiler's log and the 
                {"no such kernel", "no_such_kernel"});
 }
 
-TEST_CASE("metal: a dispatch that fails on the device is an error at the next wait, not lost",
+TEST_CASE("metal: a dispatch that fails on the device is an error at the next wait, not lost, "
+          "and a threadgroup larger than the pipeline allows is refused",
           "[metal]") {
   if (!metal_or_skip()) return;
   std::string why;
   const auto& rt = metal::framework_device(why);
   REQUIRE(rt);
-  rt->compile(twice_plus_one, "kiln_kernel");
   void* p = rt->pipeline(rt->compile(twice_plus_one, "kiln_kernel"), "kiln_kernel");
   REQUIRE(p);
-  void* buf = rt->allocate(64);
+  void* buf = rt->allocate(1024);
   REQUIRE(buf);
   std::uint32_t n = 16;
   std::byte params[4];
   std::memcpy(params, &n, 4);
   void* const bufs[] = {buf};
-  rt->dispatch(p, bufs, params, 1, 1, 4096); // more threads per group than any device has
-  expect_error([&] { rt->synchronize(); }, "metal",
-               {"kernel failed on the device", "invalid launch configuration"});
+  expect_error([&] { rt->dispatch(p, bufs, params, 1, 1, 4096); }, "metal",
+               {"larger than its pipeline allows", "4096 threads"});
+  // Half the threads at a barrier the other half never reach: the stand-in fails that
+  // dispatch, as a GPU's command buffer would report an error.
+  const std::string diverging = R"(#include <metal_stdlib>
+using namespace metal;
+kernel void kiln_kernel(device float* y [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  if (i % 2 == 0) threadgroup_barrier(mem_flags::mem_threadgroup);
+  y[i] = 1.0f;
+}
+)";
+  void* bad = rt->pipeline(rt->compile(diverging, "kiln_kernel"), "kiln_kernel");
+  REQUIRE(bad);
+  rt->dispatch(bad, bufs, params, 1, 1, 64);
+  expect_error([&] { rt->synchronize(); }, "metal", {"kernel failed on the device"});
   rt->synchronize();                 // reported once
   check_twice_plus_one(*rt, p, 300); // and the queue goes on
   rt->release(buf);

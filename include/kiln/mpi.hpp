@@ -17,7 +17,9 @@
 // - MPI's failures are kiln::errors with MPI's error string: the communicator returns errors
 //   (MPI_ERRORS_RETURN) for the call's duration, and its own handler is restored after.
 // Collectives must be called by every rank of the communicator, in the same order (MPI's
-// rule); an error found on one rank before the ranks have agreed is reported on all of them.
+// rule); an error found inside a call on one rank (an empty tensor, an evaluation or a
+// buffer that fails) is reported on all of them. An expression kiln rejects where it is
+// written (shapes that do not broadcast) throws before the call is made, on that rank only.
 #include "kiln/kiln.hpp"
 
 // MPI's deprecated C++ bindings are not used (and do not compile warning-free).
@@ -154,22 +156,24 @@ void combine(void* in, void* inout, int* len, MPI_Datatype*) {
       b[i] = a[i];
   }
 }
+// Made once per process (MPI_OP_NULL if MPI_Op_create failed), never freed: MPI_Finalize
+// frees what is left.
 template <class T, reduction R>
 MPI_Op own_op() {
-  static MPI_Op op = [] {
+  static const MPI_Op op = [] {
     MPI_Op o = MPI_OP_NULL;
-    MPI_Op_create(&combine<T, R>, 1, &o);
+    if (MPI_Op_create(&combine<T, R>, 1, &o) != MPI_SUCCESS) o = MPI_OP_NULL;
     return o;
   }();
   return op;
 }
 
+// The MPI operation of `r` on T; MPI_OP_NULL where there is none (a sum of bools, or an own
+// operation MPI could not create): the caller reports that before the ranks meet.
 template <class T>
-MPI_Op op_of(reduction r, const char* op) {
+MPI_Op op_of(reduction r) {
   if constexpr (std::is_same_v<T, bool>) {
-    if (r == reduction::sum)
-      throw error(op, "a sum of bool tensors is not a bool",
-                  "cast to an integer type first, or take max (any) or min (all)");
+    if (r == reduction::sum) return MPI_OP_NULL;
     return r == reduction::max ? MPI_LOR : MPI_LAND;
   } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
     if (r == reduction::sum) return own_op<T, reduction::sum>();
@@ -200,6 +204,10 @@ struct signature {
 // `mine` is this rank's problem, said on this rank (others say another rank has one).
 inline void agree(const char* op, MPI_Comm comm, signature s, bool skip_dim0,
                   const std::string& mine) {
+  std::string here = "[";
+  for (std::int64_t d = 0; d < s.v[2]; ++d)
+    here += (d ? ", " : "") + std::to_string(s.v[static_cast<std::size_t>(3 + d)]);
+  here += "]";
   if (skip_dim0) s.v[3] = 0;
   std::array<std::int64_t, 2 * std::tuple_size_v<decltype(s.v)>> both{};
   for (std::size_t i = 0; i < s.v.size(); ++i) {
@@ -217,10 +225,31 @@ inline void agree(const char* op, MPI_Comm comm, signature s, bool skip_dim0,
   for (std::size_t i = 1; i < s.v.size(); ++i)
     if (both[i] != -both[s.v.size() + i])
       throw error(op, i == 1 ? "the ranks' dtypes differ" : "the ranks' shapes differ",
-                  "this rank (" + std::to_string(rank(comm)) + ") has " +
-                      (i == 1 ? std::string(kiln::name(static_cast<dtype>(s.v[1])))
-                              : "rank " + std::to_string(s.v[2]) + " dims, first " +
-                                    std::to_string(s.v[3])));
+                  "rank " + std::to_string(rank(comm)) + " has " +
+                      std::string(kiln::name(static_cast<dtype>(s.v[1]))) + " " + here +
+                      (skip_dim0 ? " (all dims but the first must agree)" : ""));
+}
+
+// MPI's type of a dtype known only at run time (a received message's).
+inline MPI_Datatype type_of(dtype d) {
+  switch (d) {
+  case dtype::b8:
+    return type_of<bool>();
+  case dtype::u8:
+    return type_of<std::uint8_t>();
+  case dtype::i32:
+    return type_of<std::int32_t>();
+  case dtype::u32:
+    return type_of<std::uint32_t>();
+  case dtype::i64:
+    return type_of<std::int64_t>();
+  case dtype::f32:
+    return type_of<float>();
+  case dtype::f64:
+    return type_of<double>();
+  default:
+    return type_of<half>(); // f16, bf16: their bits
+  }
 }
 
 // A host, contiguous copy of `t`'s values (t itself where it already is one).
@@ -269,18 +298,42 @@ namespace detail {
 template <class E>
 inline constexpr bool is_tensor = std::is_same_v<std::remove_cvref_t<E>, tensor<value_t<E>>>;
 
-// `e` evaluated (a tensor: itself), or an empty tensor and the reason in `problem`: a rank
-// that cannot take part must still meet the others in the collective, to tell them.
-template <class E>
-tensor<value_t<E>> evaluated(const E& e, std::string& problem) {
+// What f throws, as a reason (empty when it returns): a rank that cannot go on must still
+// meet the others in the next collective, to tell them.
+template <class F>
+std::string attempt(F&& f) {
   try {
-    tensor<value_t<E>> t(e);
-    problem = problem_of(t);
-    return t;
-  } catch (const error& x) {
-    problem = x.what();
+    f();
     return {};
+  } catch (const error& x) {
+    return x.what();
+  } catch (const std::bad_alloc&) {
+    return "out of host memory";
   }
+}
+
+// `e` evaluated and packed into a host, contiguous tensor (with `own`, never the caller's
+// storage), or an empty tensor and the reason in `problem`.
+template <class E>
+tensor<value_t<E>> prepared(const E& e, std::string& problem, bool own = false) {
+  tensor<value_t<E>> out;
+  problem = attempt([&] {
+    const tensor<value_t<E>> t(e);
+    if (const std::string p = problem_of(t); !p.empty()) throw error("mpi", p, "");
+    const tensor<value_t<E>> p = packed(t);
+    out = own && p.storage() == t.storage() ? t.clone() : p;
+  });
+  return out; // empty with a problem
+}
+
+// After the ranks agreed, each says whether it could make its buffers (`why` empty): all
+// fail together otherwise, before any data moves.
+inline void ready(const char* op, MPI_Comm comm, const std::string& why) {
+  int ok = why.empty() ? 1 : 0;
+  check(op, MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (!ok)
+    throw error(op, why.empty() ? "another rank could not make its buffers" : why,
+                "on rank " + std::to_string(rank(comm)));
 }
 
 // Sends (receives) n elements at `p` in pieces of at most max_count.
@@ -330,6 +383,26 @@ inline void check_root(const char* op, int root, MPI_Comm comm) {
 
 } // namespace detail
 
+namespace detail {
+// The allreduce of `buf` (host, contiguous; empty where this rank has `problem`), of shape s.
+template <class T>
+void allreduce_packed(const char* op, const tensor<T>& buf, std::string problem, const shape& s,
+                      reduction r, MPI_Comm comm) {
+  const MPI_Op mop = op_of<T>(r);
+  if (problem.empty() && mop == MPI_OP_NULL)
+    problem = std::is_same_v<T, bool> && r == reduction::sum
+                  ? "a sum of bool tensors is not a bool: cast to an integer type first, or "
+                    "take max (any) or min (all)"
+                  : "MPI could not create kiln's reduction operation";
+  agree(op, comm, {problem.empty() ? 0 : 1, dtype_of<T>(), problem.empty() ? s : shape{}}, false,
+        problem);
+  in_pieces(buf.size(), [&](std::int64_t at, int n) {
+    check(op, MPI_Allreduce(MPI_IN_PLACE, buf.data() + at, n, type_of<T>(), mop, comm),
+          "MPI_Allreduce");
+  });
+}
+} // namespace detail
+
 // Reduces `t` over every rank of `comm` in place: each rank's t then holds the sum (max,
 // min) of all ranks' values, elementwise. Same dtype and shape on every rank.
 template <class T>
@@ -338,19 +411,9 @@ void allreduce_in_place(const tensor<T>& t, reduction r = reduction::sum,
   const char* op = "mpi::allreduce";
   detail::returning_errors guard(op, comm);
   std::string problem = detail::problem_of(t);
-  if (problem.empty() && std::is_same_v<T, bool> && r == reduction::sum)
-    problem = "a sum of bool tensors is not a bool: cast to an integer type first, or take max "
-              "(any) or min (all)";
-  detail::agree(op, comm,
-                {problem.empty() ? 0 : 1, dtype_of<T>(), problem.empty() ? t.shape() : shape{}},
-                false, problem);
-  const MPI_Op mop = detail::op_of<T>(r, op);
-  const tensor<T> buf = detail::packed(t);
-  detail::in_pieces(buf.size(), [&](std::int64_t at, int n) {
-    detail::check(op,
-                  MPI_Allreduce(MPI_IN_PLACE, buf.data() + at, n, detail::type_of<T>(), mop, comm),
-                  "MPI_Allreduce");
-  });
+  tensor<T> buf;
+  if (problem.empty()) problem = detail::attempt([&] { buf = detail::packed(t); });
+  detail::allreduce_packed(op, buf, problem, problem.empty() ? t.shape() : shape{}, r, comm);
   detail::unpack(t, buf);
 }
 
@@ -359,11 +422,12 @@ void allreduce_in_place(const tensor<T>& t, reduction r = reduction::sum,
 template <class E>
 requires expression<E> tensor<value_t<E>> allreduce(const E& e, reduction r = reduction::sum,
                                                     MPI_Comm comm = MPI_COMM_WORLD) {
+  const char* op = "mpi::allreduce";
+  detail::returning_errors guard(op, comm);
   std::string problem;
-  const tensor<value_t<E>> v = detail::evaluated(e, problem);
-  const tensor<value_t<E>> t = problem.empty() && detail::is_tensor<E> ? v.clone() : v;
-  allreduce_in_place(t, r, comm); // an empty t tells the others
-  return t;
+  const tensor<value_t<E>> buf = detail::prepared(e, problem, detail::is_tensor<E>);
+  detail::allreduce_packed(op, buf, problem, problem.empty() ? buf.shape() : shape{}, r, comm);
+  return buf.to(kiln::detail::device_of(e));
 }
 
 // Root's values on every rank: on root, `e` evaluated; elsewhere a new tensor of root's
@@ -376,26 +440,24 @@ requires expression<E> tensor<value_t<E>> broadcast(const E& e, int root = 0,
   detail::returning_errors guard(op, comm);
   detail::check_root(op, root, comm);
   const bool is_root = rank(comm) == root;
-  const kiln::device where = kiln::detail::device_of(e);
   tensor<T> values;
   detail::header h{};
   std::string problem;
   if (is_root) {
-    const tensor<T> v = detail::evaluated(e, problem);
-    if (problem.empty()) values = detail::packed(v);
+    values = detail::prepared(e, problem, detail::is_tensor<E>);
     h = detail::signature(problem.empty() ? 0 : 1, dtype_of<T>(),
                           problem.empty() ? values.shape() : shape{})
             .v;
   }
   detail::share_header<T>(op, root, comm, h, problem);
-  if (!is_root) values = tensor<T>(detail::shape_of_header(h));
+  detail::ready(op, comm, is_root ? std::string() : detail::attempt([&] {
+                  values = tensor<T>(detail::shape_of_header(h));
+                }));
   detail::in_pieces(values.size(), [&](std::int64_t at, int n) {
     detail::check(op, MPI_Bcast(values.data() + at, n, detail::type_of<T>(), root, comm),
                   "MPI_Bcast");
   });
-  if constexpr (detail::is_tensor<E>)
-    if (is_root && values.storage() == e.storage()) return values.clone();
-  return values.to(where);
+  return values.to(kiln::detail::device_of(e));
 }
 
 // Every rank's values, concatenated along the first dim in rank order, on root (a rank-0
@@ -409,13 +471,8 @@ requires expression<E> tensor<value_t<E>> gather(const E& e, int root = 0,
   detail::returning_errors guard(op, comm);
   detail::check_root(op, root, comm);
   std::string problem;
-  const tensor<T> v = detail::evaluated(e, problem);
-  tensor<T> mine;
-  shape s;
-  if (problem.empty()) {
-    mine = detail::packed(v);
-    s = mine.rank() == 0 ? shape{1} : mine.shape();
-  }
+  const tensor<T> mine = detail::prepared(e, problem);
+  const shape s = !problem.empty() ? shape{} : mine.rank() == 0 ? shape{1} : mine.shape();
   detail::agree(op, comm, {problem.empty() ? 0 : 1, dtype_of<T>(), s}, true, problem);
   const int ranks = size(comm), me = rank(comm);
   std::vector<std::int64_t> rows(static_cast<std::size_t>(ranks));
@@ -431,7 +488,8 @@ requires expression<E> tensor<value_t<E>> gather(const E& e, int root = 0,
   shape out_shape = s;
   out_shape[0] = total_rows;
   tensor<T> out;
-  if (me == root) out = tensor<T>(out_shape);
+  detail::ready(op, comm,
+                me != root ? std::string() : detail::attempt([&] { out = tensor<T>(out_shape); }));
   const std::int64_t total = total_rows * inner;
   if (total <= detail::max_count) {
     std::vector<int> counts(rows.size()), displs(rows.size());
@@ -476,9 +534,8 @@ requires expression<E> tensor<value_t<E>> scatter(const E& e, int root = 0,
   detail::header h{};
   std::string problem;
   if (me == root) {
-    const tensor<T> v = detail::evaluated(e, problem);
-    if (problem.empty() && v.rank() == 0) problem = "a rank-0 tensor has no first dim to split";
-    if (problem.empty()) all = detail::packed(v);
+    all = detail::prepared(e, problem);
+    if (problem.empty() && all.rank() == 0) problem = "a rank-0 tensor has no first dim to split";
     h = detail::signature(problem.empty() ? 0 : 1, dtype_of<T>(),
                           problem.empty() ? all.shape() : shape{})
             .v;
@@ -491,7 +548,8 @@ requires expression<E> tensor<value_t<E>> scatter(const E& e, int root = 0,
   auto rows_of = [&](int k) { return s[0] / ranks + (k < s[0] % ranks ? 1 : 0); };
   shape part = s;
   part[0] = rows_of(me);
-  tensor<T> mine(part);
+  tensor<T> mine;
+  detail::ready(op, comm, detail::attempt([&] { mine = tensor<T>(part); }));
   if (s[0] * inner <= detail::max_count) {
     std::vector<int> counts(static_cast<std::size_t>(ranks)), displs(counts.size());
     for (int k = 0, at = 0; k < ranks; at += counts[static_cast<std::size_t>(k)], ++k) {
@@ -529,9 +587,7 @@ void send(const E& e, int dest, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD) {
   const char* op = "mpi::send";
   detail::returning_errors guard(op, comm);
   std::string problem;
-  const tensor<T> v = detail::evaluated(e, problem);
-  tensor<T> values;
-  if (problem.empty()) values = detail::packed(v);
+  const tensor<T> values = detail::prepared(e, problem);
   const detail::header h = detail::signature(problem.empty() ? 0 : 1, dtype_of<T>(),
                                              problem.empty() ? values.shape() : shape{})
                                .v;
@@ -543,7 +599,8 @@ void send(const E& e, int dest, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD) {
 
 // A tensor sent by `send` from rank `source` (or MPI_ANY_SOURCE) with `tag` (or
 // MPI_ANY_TAG), on `dev`. Its dtype must be T: another is a kiln::error, after the message
-// has been received (so the next one is not mistaken for it).
+// has been received (so the next one is not mistaken for it), as is a tensor this rank
+// cannot hold.
 template <class T>
 tensor<T> recv(int source, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD,
                const kiln::device& dev = {}) {
@@ -561,26 +618,27 @@ tensor<T> recv(int source, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD,
   std::int64_t n = 1;
   for (auto d : s)
     n *= d;
-  if (h[1] != static_cast<std::int64_t>(dtype_of<T>())) {
-    // Received in the sender's pieces, as units of its element size, and dropped.
-    const auto sent = static_cast<dtype>(h[1]);
-    MPI_Datatype unit = MPI_DATATYPE_NULL;
-    MPI_Type_contiguous(static_cast<int>(size_of(sent)), MPI_BYTE, &unit);
-    MPI_Type_commit(&unit);
-    std::vector<char> drain(static_cast<std::size_t>(std::min(n, detail::max_count)) *
-                            size_of(sent));
-    int rc = MPI_SUCCESS;
-    detail::in_pieces(n, [&](std::int64_t, int k) {
-      if (rc == MPI_SUCCESS)
-        rc = MPI_Recv(drain.data(), k, unit, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE);
+  const auto sent = static_cast<dtype>(h[1]);
+  std::string problem;
+  if (sent != dtype_of<T>())
+    problem = "the message's dtype is not the receiver's: " + std::string(kiln::name(sent)) +
+              " sent, " + std::string(kiln::name(dtype_of<T>())) + " expected";
+  tensor<T> t;
+  if (problem.empty()) problem = detail::attempt([&] { t = tensor<T>(s); });
+  if (!problem.empty()) {
+    // Each of the sender's pieces is received, in its type, into no room at all: MPI takes
+    // the message and says it was truncated, which is what this wants.
+    detail::in_pieces(n, [&](std::int64_t, int) {
+      char none[16];
+      const int rc = MPI_Recv(none, 0, detail::type_of(sent), st.MPI_SOURCE, st.MPI_TAG, comm,
+                              MPI_STATUS_IGNORE);
+      int cls = MPI_SUCCESS;
+      if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+      if (cls != MPI_SUCCESS && cls != MPI_ERR_TRUNCATE)
+        detail::fail(op, rc, "MPI_Recv of a message this rank cannot keep");
     });
-    MPI_Type_free(&unit);
-    detail::check(op, rc, "MPI_Recv of a message of another dtype");
-    throw error(op, "the message's dtype is not the receiver's",
-                std::string(kiln::name(sent)) + " sent, " + std::string(kiln::name(dtype_of<T>())) +
-                    " expected; " + from);
+    throw error(op, problem, from);
   }
-  tensor<T> t(s);
   detail::recv_pieces(op, t.data(), n, st.MPI_SOURCE, st.MPI_TAG, comm);
   return t.to(dev);
 }

@@ -3,7 +3,7 @@
 # discovery cannot name them so: its prefix goes through `cmake -D`, which drops a trailing
 # space. Tests whose names match HEAVY (a regex) start first (COST 60): one started last
 # ran alone on one core for a minute. LAUNCHER ('|'-separated words, such as mpirun and its
-# options) goes before the binary; a name that already starts with "<PREFIX>: " keeps it.
+# options) goes before the binary, with a 5-minute timeout; a name that already starts with "<PREFIX>: " keeps it.
 execute_process(COMMAND "${EXE}" "${SPEC}" --list-test-names-only
   OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(rc LESS 0)
@@ -32,6 +32,9 @@ foreach(name ${names})
   string(APPEND script
     "add_test([==[${full}]==] ${launch}[==[${EXE}]==] [==[${filter}]==] --rng-seed time --warn NoTests)\n"
     "set_tests_properties([==[${full}]==] PROPERTIES ENVIRONMENT [==[${ENV}]==]")
+  if(LAUNCHER)
+    string(APPEND script " TIMEOUT 300") # a rank left waiting in a collective fails, not hangs
+  endif()
   if(HEAVY AND name MATCHES "${HEAVY}")
     string(APPEND script " COST 60")
   endif()

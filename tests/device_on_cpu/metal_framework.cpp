@@ -229,19 +229,30 @@ id process_info(id, SEL) {
 
 struct compile_options : object {
   compile_options();
-  bool fast_math = true; // Metal's default
+  // Metal's defaults: fast math (MTLMathModeFast), and with setMathMode: fast math functions
+  // too unless set precise (MTLMathFloatingPointFunctionsPrecise, 1).
+  bool fast_math = true;
+  bool precise_functions = false;
   NSUInteger language = 0;
 };
 void opt_math_mode(id self, SEL, NSUInteger mode) {
   static_cast<compile_options*>(self)->fast_math = mode == 2; // MTLMathModeFast
 }
-void opt_fast_math(id self, SEL, bool on) { static_cast<compile_options*>(self)->fast_math = on; }
+void opt_functions(id self, SEL, NSUInteger f) {
+  static_cast<compile_options*>(self)->precise_functions = f == 1;
+}
+void opt_fast_math(id self, SEL, bool on) {
+  auto* o = static_cast<compile_options*>(self);
+  o->fast_math = on;
+  o->precise_functions = !on; // fastMathEnabled = NO: safe math, precise functions
+}
 void opt_language(id self, SEL, NSUInteger v) { static_cast<compile_options*>(self)->language = v; }
 const methods& options_methods() {
   static const methods& t = *new methods([] {
     methods m;
     add(m, "init", &init_self);
     add(m, "setMathMode:", &opt_math_mode);
+    add(m, "setMathFloatingPointFunctions:", &opt_functions);
     add(m, "setFastMathEnabled:", &opt_fast_math);
     add(m, "setLanguageVersion:", &opt_language);
     return with_nsobject(m);
@@ -679,7 +690,7 @@ id dev_library(id, SEL, id source, id options, id* err) {
   const auto* o = static_cast<compile_options*>(options);
   const std::string src = text_of(source);
   std::string log;
-  auto img = compile_msl(src, o ? o->fast_math : true, log);
+  auto img = compile_msl(src, o ? o->fast_math || !o->precise_functions : true, log);
   if (!img) return fail(err, "Compilation failed:\n" + log);
   return make<library>(img, src);
 }

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <unordered_map>
 
 namespace kiln::jit::metal {
@@ -70,6 +71,13 @@ public:
   explicit framework_runtime(const objc::library& api) : api_(api) {
     objc::pool p(api_);
     device_ = api_.create_device();
+    // A command-line program on macOS may get no default device; the first of all devices.
+    if (!device_ && api_.copy_all_devices)
+      if (id all = api_.copy_all_devices()) {
+        if (api_.send<objc::NSUInteger>(all, "count") > 0)
+          device_ = api_.retain(api_.send(all, "objectAtIndex:", objc::NSUInteger{0}));
+        api_.release(all);
+      }
     if (!device_)
       throw error("device", "device is not available",
                   "MTLCreateSystemDefaultDevice found no Metal device");
@@ -123,7 +131,10 @@ public:
   }
 
   // Waits for every queued command buffer; the first that failed is the error.
+  // Under wait_mutex_, so that no thread finds the queue empty and reads memory while
+  // another still waits for the kernels writing it.
   void synchronize() override {
+    std::lock_guard wait(wait_mutex_);
     std::vector<submitted> done;
     {
       std::lock_guard lock(mutex_);
@@ -167,6 +178,13 @@ public:
       if (auto it = pipelines_.find(k.source); it != pipelines_.end()) return it->second;
     }
     if (k.archive.empty()) return nullptr;
+    std::optional<temp_file> file; // made first: nothing to release when it fails
+    try {
+      file.emplace(".metallib", "metal");
+      file->write_and_close(k.archive, "metal");
+    } catch (const error&) {
+      return nullptr;
+    }
     objc::pool p(api_);
     id lib = nullptr;
     try {
@@ -175,10 +193,8 @@ public:
       return nullptr; // compiled again, which reports the error
     }
     id fn = api_.send(lib, "newFunctionWithName:", api_.string(entry));
-    temp_file file(".metallib", "metal");
-    file.write_and_close(k.archive, "metal");
     id adesc = make("MTLBinaryArchiveDescriptor");
-    api_.send<void>(adesc, "setUrl:", url(file.path()));
+    api_.send<void>(adesc, "setUrl:", url(file->path()));
     id err = nullptr;
     id archive = api_.send(device_, "newBinaryArchiveWithDescriptor:error:", adesc, &err);
     id pipe = nullptr;
@@ -206,29 +222,39 @@ public:
   void dispatch(void* pipeline, std::span<void* const> buffers, std::span<const std::byte> params,
                 unsigned groups_x, unsigned groups_y, unsigned group) override {
     objc::pool p(api_);
-    id cb = api_.send(queue_, "commandBuffer");
-    id enc = cb ? api_.send(cb, "computeCommandEncoder") : nullptr;
-    if (!enc) throw error("metal", "cannot encode a dispatch", props_.name);
-    api_.send<void>(enc, "setComputePipelineState:", pipeline);
-    for (std::size_t i = 0; i < buffers.size(); ++i)
-      api_.send<void>(enc, "setBuffer:offset:atIndex:", buffers[i], objc::NSUInteger{0},
-                      static_cast<objc::NSUInteger>(i));
+    const auto most = api_.send<objc::NSUInteger>(pipeline, "maxTotalThreadsPerThreadgroup");
+    if (group > most)
+      throw error("metal", "the kernel's threadgroup is larger than its pipeline allows",
+                  std::to_string(group) + " threads, at most " + std::to_string(most) + " on " +
+                      props_.name);
     // The parameter block after the buffers: inline up to setBytes' limit, else a buffer of
-    // its own that lives until the dispatch is known to have finished.
+    // its own that lives until the dispatch is known to have finished (made before the
+    // encoder, which must not be left without endEncoding).
     static const std::byte none[16] = {};
     const std::span<const std::byte> block = params.empty() ? std::span(none) : params;
     id param_buffer = nullptr;
-    const auto at = static_cast<objc::NSUInteger>(buffers.size());
-    if (block.size() <= max_set_bytes) {
-      api_.send<void>(enc, "setBytes:length:atIndex:", static_cast<const void*>(block.data()),
-                      static_cast<objc::NSUInteger>(block.size()), at);
-    } else {
+    if (block.size() > max_set_bytes) {
       param_buffer = api_.send(
           device_, "newBufferWithBytes:length:options:", static_cast<const void*>(block.data()),
           static_cast<objc::NSUInteger>(block.size()), storage_shared);
       if (!param_buffer) throw error("metal", "out of device memory", "the parameter block");
-      api_.send<void>(enc, "setBuffer:offset:atIndex:", param_buffer, objc::NSUInteger{0}, at);
     }
+    id cb = api_.send(queue_, "commandBuffer");
+    id enc = cb ? api_.send(cb, "computeCommandEncoder") : nullptr;
+    if (!enc) {
+      api_.release(param_buffer);
+      throw error("metal", "cannot encode a dispatch", props_.name);
+    }
+    api_.send<void>(enc, "setComputePipelineState:", pipeline);
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+      api_.send<void>(enc, "setBuffer:offset:atIndex:", buffers[i], objc::NSUInteger{0},
+                      static_cast<objc::NSUInteger>(i));
+    const auto at = static_cast<objc::NSUInteger>(buffers.size());
+    if (param_buffer)
+      api_.send<void>(enc, "setBuffer:offset:atIndex:", param_buffer, objc::NSUInteger{0}, at);
+    else
+      api_.send<void>(enc, "setBytes:length:atIndex:", static_cast<const void*>(block.data()),
+                      static_cast<objc::NSUInteger>(block.size()), at);
     api_.send<void>(enc, "dispatchThreadgroups:threadsPerThreadgroup:",
                     objc::mtl_size{groups_x, groups_y, 1}, objc::mtl_size{group, 1, 1});
     api_.send<void>(enc, "endEncoding");
@@ -243,7 +269,10 @@ public:
         in_flight_.erase(in_flight_.begin(), in_flight_.begin() + max_in_flight / 2);
       }
     }
-    finish(oldest);
+    if (!oldest.empty()) {
+      std::lock_guard wait(wait_mutex_);
+      finish(oldest);
+    }
   }
 
   void timer_begin() override {
@@ -281,9 +310,11 @@ private:
 
   id new_library(const std::string& source) const {
     id opts = make("MTLCompileOptions");
-    if (api_.responds(opts, "setMathMode:"))
+    if (api_.responds(opts, "setMathMode:")) {
       api_.send<void>(opts, "setMathMode:", objc::NSUInteger{0}); // MTLMathModeSafe
-    else
+      // and precise math functions: what fastMathEnabled = NO meant (their default is fast)
+      api_.send<void>(opts, "setMathFloatingPointFunctions:", objc::NSUInteger{1});
+    } else
       api_.send<void>(opts, "setFastMathEnabled:", false);
     api_.send<void>(opts, "setLanguageVersion:", msl_2_4);
     id err = nullptr;
@@ -297,7 +328,14 @@ private:
   }
 
   // The pipeline of `desc` as a serialized binary archive; empty when Metal cannot make one.
-  std::vector<std::byte> archive_of(id desc) const {
+  std::vector<std::byte> archive_of(id desc) const noexcept {
+    try {
+      return serialized_archive(desc);
+    } catch (...) { // the archive is optional: the kernel runs, the disk cache just misses
+      return {};
+    }
+  }
+  std::vector<std::byte> serialized_archive(id desc) const {
     id adesc = make("MTLBinaryArchiveDescriptor");
     id err = nullptr;
     id archive = api_.send(device_, "newBinaryArchiveWithDescriptor:error:", adesc, &err);
@@ -305,6 +343,7 @@ private:
     if (archive &&
         api_.send<bool>(archive, "addComputePipelineFunctionsWithDescriptor:error:", desc, &err)) {
       temp_file file(".metallib", "metal");
+      ::unlink(file.path().c_str()); // a path Metal makes itself
       if (api_.send<bool>(archive, "serializeToURL:error:", url(file.path()), &err)) {
         std::ifstream in(file.path(), std::ios::binary);
         std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
@@ -342,7 +381,7 @@ private:
   id device_ = nullptr, queue_ = nullptr;
   device_properties props_;
   std::size_t max_buffer_ = 0;
-  std::mutex mutex_;
+  std::mutex mutex_, wait_mutex_;
   std::vector<submitted> in_flight_;
   bool timing_ = false;
   std::vector<id> timed_;

@@ -32,6 +32,7 @@ struct library {
   void* (*pool_push)() = nullptr;              // objc_autoreleasePoolPush
   void (*pool_pop)(void*) = nullptr;           // objc_autoreleasePoolPop
   id (*create_device)() = nullptr;             // MTLCreateSystemDefaultDevice
+  id (*copy_all_devices)() = nullptr;          // MTLCopyAllDevices (macOS; may be absent)
   std::string why_not;                         // empty when loaded
   bool ok() const { return why_not.empty(); }
 
@@ -100,6 +101,8 @@ inline library load(const std::string& stand_in) {
   else
     names = {"/usr/lib/libobjc.A.dylib",
              "/System/Library/Frameworks/Foundation.framework/Foundation",
+             // Without CoreGraphics loaded, a command-line program may find no Metal device.
+             "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics",
              "/System/Library/Frameworks/Metal.framework/Metal"};
   std::vector<void*> libs;
   for (const auto& n : names) {
@@ -112,7 +115,7 @@ inline library load(const std::string& stand_in) {
     libs.push_back(h);
   }
   void* objc_lib = libs.front();
-  void* metal_lib = libs.back(); // Foundation, in between, only has to be loaded
+  void* metal_lib = libs.back(); // Foundation and CoreGraphics only have to be loaded
   std::string missing;
   detail::bind(objc_lib, "objc_getClass", l.get_class, missing);
   detail::bind(objc_lib, "sel_registerName", l.register_name, missing);
@@ -120,6 +123,7 @@ inline library load(const std::string& stand_in) {
   detail::bind(objc_lib, "objc_autoreleasePoolPush", l.pool_push, missing);
   detail::bind(objc_lib, "objc_autoreleasePoolPop", l.pool_pop, missing);
   detail::bind(metal_lib, "MTLCreateSystemDefaultDevice", l.create_device, missing);
+  l.copy_all_devices = reinterpret_cast<id (*)()>(::dlsym(metal_lib, "MTLCopyAllDevices"));
   if (!missing.empty()) l.why_not = "the Metal framework lacks " + missing;
   return l;
 }
