@@ -8,24 +8,19 @@
 // - the "driver" dlopens that image, keeps device memory in host memory, and runs each
 //   launch's grid on host threads (grid_runner.hpp), in order, before returning.
 // Built with the test suite's compiler and flags, which it passes to the kernels it compiles
-// (CUDA_ON_CPU_CXX, CUDA_ON_CPU_FLAGS): under the sanitizers, kernels are instrumented too.
+// (DEVICE_ON_CPU_CXX, _FLAGS: kiln_device_stand_in in tests/CMakeLists.txt): under the
+// sanitizers, kernels are instrumented too.
 #include "grid_runner.hpp"
 #include "host_library.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <dlfcn.h>
-#include <fstream>
 #include <regex>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
-#include <unordered_set>
 
-#ifndef CUDA_ON_CPU_CXX
-#error "CUDA_ON_CPU_CXX: the host compiler that compiles kernels"
+#ifndef DEVICE_ON_CPU_CXX
+#error "DEVICE_ON_CPU_CXX: the host compiler that compiles kernels"
 #endif
 
 namespace {
@@ -285,13 +280,13 @@ nvrtcResult nvrtcCompileProgram(void* p, int n, const char* const* options) {
                                  "-ffp-contract=off",
                                  "-fno-fast-math",
                                  "-w",
-                                 "-I" CUDA_ON_CPU_SHIM_DIR};
-  for (const auto& f : kiln_cpu::words(CUDA_ON_CPU_FLAGS))
+                                 "-I" DEVICE_ON_CPU_SHIM_DIR};
+  for (const auto& f : kiln_cpu::words(DEVICE_ON_CPU_FLAGS))
     flags.push_back(f);
   for (int i = 0; i < n; ++i)
     if (std::strncmp(options[i], "-I", 2) == 0) flags.push_back(options[i]);
   prog->image =
-      kiln_cpu::compile_shared(CUDA_ON_CPU_CXX, flags, host_unit(prog->source), prog->log);
+      kiln_cpu::compile_shared(DEVICE_ON_CPU_CXX, flags, host_unit(prog->source), prog->log);
   return prog->image.empty() ? 6 : 0;
 }
 nvrtcResult nvrtcGetProgramLogSize(void* p, std::size_t* n) {

@@ -42,8 +42,8 @@
 #if !defined(__x86_64__)
 #error "the Metal stand-in's objc_msgSend is written for x86-64"
 #endif
-#ifndef MSL_ON_CPU_CXX
-#error "MSL_ON_CPU_CXX, MSL_ON_CPU_FLAGS, MSL_ON_CPU_SHIM_DIR: tests/CMakeLists.txt"
+#ifndef DEVICE_ON_CPU_CXX
+#error "DEVICE_ON_CPU_CXX, _FLAGS, _SHIM_DIR: kiln_device_stand_in in tests/CMakeLists.txt"
 #endif
 
 namespace {
@@ -267,7 +267,6 @@ struct image {
   std::vector<char> bytes;
   void* handle = nullptr;
 };
-struct library;
 struct function : object {
   function(std::shared_ptr<image> i, std::string s, std::string n);
   std::shared_ptr<image> img;
@@ -446,7 +445,6 @@ binary_archive::binary_archive() : object(&archive_methods()) {}
 
 struct dispatch {
   kiln_cpu_entry entry;
-  std::vector<object*> buffers; // retained; nullptr where bytes were set
   std::map<NSUInteger, std::vector<std::uint64_t>> bytes;
   std::map<NSUInteger, object*> bound;
   unsigned grid[3], group[3];
@@ -645,12 +643,12 @@ std::shared_ptr<image> compile_msl(const std::string& source, bool fast_math, st
                                  "-shared",
                                  "-w",
                                  "-ffp-contract=off",
-                                 "-I" MSL_ON_CPU_SHIM_DIR "/metal",
-                                 "-I" MSL_ON_CPU_SHIM_DIR};
-  if (std::strstr(MSL_ON_CPU_CXX, "clang") == nullptr)
+                                 "-I" DEVICE_ON_CPU_SHIM_DIR "/metal",
+                                 "-I" DEVICE_ON_CPU_SHIM_DIR};
+  if (std::strstr(DEVICE_ON_CPU_CXX, "clang") == nullptr)
     flags.push_back("-fsingle-precision-constant"); // float literals, as in MSL
   if (fast_math) flags.push_back("-ffast-math");
-  for (const auto& f : kiln_cpu::words(MSL_ON_CPU_FLAGS))
+  for (const auto& f : kiln_cpu::words(DEVICE_ON_CPU_FLAGS))
     flags.push_back(f);
   std::string unit;
   try {
@@ -660,7 +658,7 @@ std::shared_ptr<image> compile_msl(const std::string& source, bool fast_math, st
     return nullptr;
   }
   auto img = std::make_shared<image>();
-  img->bytes = kiln_cpu::compile_shared(MSL_ON_CPU_CXX, flags, unit, log);
+  img->bytes = kiln_cpu::compile_shared(DEVICE_ON_CPU_CXX, flags, unit, log);
   if (img->bytes.empty()) return nullptr;
   img->handle = kiln_cpu::open_image(img->bytes.data(), img->bytes.size(), log);
   if (!img->handle) return nullptr;
