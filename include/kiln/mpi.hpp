@@ -272,11 +272,6 @@ void in_pieces(std::int64_t n, F&& f) {
     f(at, static_cast<int>(std::min(max_count, n - at)));
 }
 
-template <class T>
-void* bytes_at(const tensor<T>& t, std::int64_t at) {
-  return static_cast<void*>(t.data() + at);
-}
-
 // The header of a message or broadcast: a problem, dtype, rank and dims.
 using header = std::array<std::int64_t, 3 + signature::dims>;
 inline shape shape_of_header(const header& h) {
@@ -373,6 +368,60 @@ void share_header(const char* op, int root, MPI_Comm comm, header& h,
                 same ? "another rank's differs from the root's"
                      : std::string(kiln::name(dtype_of<T>())) + " here, " +
                            std::string(kiln::name(static_cast<dtype>(h[1]))) + " on the root");
+}
+
+// Elements per index of the first dim of shape s.
+inline std::int64_t row_size(const shape& s) {
+  std::int64_t n = 1;
+  for (int d = 1; d < s.size(); ++d)
+    n *= s[d];
+  return n;
+}
+
+// Moves rank k's counts[k] elements between its `part` and root's `all` (the ranks' parts in
+// rank order): to root (gather) or from it (scatter). One MPI_Gatherv/Scatterv where the
+// total fits MPI's int, else each part in pieces, point to point.
+template <class T>
+void exchange_with_root(const char* op, bool to_root, T* all, T* part,
+                        const std::vector<std::int64_t>& counts, int root, MPI_Comm comm) {
+  const int me = rank(comm);
+  std::int64_t total = 0;
+  for (auto c : counts)
+    total += c;
+  if (total <= max_count) {
+    std::vector<int> n(counts.size()), at(counts.size());
+    for (std::size_t k = 0, a = 0; k < counts.size(); a += n[k], ++k) {
+      n[k] = static_cast<int>(counts[k]);
+      at[k] = static_cast<int>(a);
+    }
+    const int mine = n[static_cast<std::size_t>(me)];
+    if (to_root)
+      check(
+          op,
+          MPI_Gatherv(part, mine, type_of<T>(), all, n.data(), at.data(), type_of<T>(), root, comm),
+          "MPI_Gatherv");
+    else
+      check(op,
+            MPI_Scatterv(all, n.data(), at.data(), type_of<T>(), part, mine, type_of<T>(), root,
+                         comm),
+            "MPI_Scatterv");
+  } else if (me == root) {
+    std::int64_t at = 0;
+    for (std::size_t k = 0; k < counts.size(); at += counts[k], ++k) {
+      const int other = static_cast<int>(k);
+      if (other == me)
+        std::memcpy(to_root ? all + at : part, to_root ? part : all + at,
+                    static_cast<std::size_t>(counts[k]) * sizeof(T));
+      else if (to_root)
+        recv_pieces(op, all + at, counts[k], other, pieces_tag, comm);
+      else
+        send_pieces(op, all + at, counts[k], other, pieces_tag, comm);
+    }
+  } else if (to_root) {
+    send_pieces(op, part, counts[static_cast<std::size_t>(me)], root, pieces_tag, comm);
+  } else {
+    recv_pieces(op, part, counts[static_cast<std::size_t>(me)], root, pieces_tag, comm);
+  }
 }
 
 inline void check_root(const char* op, int root, MPI_Comm comm) {
@@ -479,42 +528,20 @@ requires expression<E> tensor<value_t<E>> gather(const E& e, int root = 0,
   const std::int64_t my_rows = s[0];
   detail::check(op, MPI_Allgather(&my_rows, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, comm),
                 "MPI_Allgather of the first dims");
-  std::int64_t inner = 1;
-  for (int d = 1; d < s.size(); ++d)
-    inner *= s[d];
+  const std::int64_t inner = detail::row_size(s);
   std::int64_t total_rows = 0;
-  for (auto r : rows)
+  std::vector<std::int64_t> counts;
+  for (auto r : rows) {
     total_rows += r;
+    counts.push_back(r * inner);
+  }
   shape out_shape = s;
   out_shape[0] = total_rows;
   tensor<T> out;
   detail::ready(op, comm,
                 me != root ? std::string() : detail::attempt([&] { out = tensor<T>(out_shape); }));
-  const std::int64_t total = total_rows * inner;
-  if (total <= detail::max_count) {
-    std::vector<int> counts(rows.size()), displs(rows.size());
-    for (std::size_t k = 0, at = 0; k < rows.size(); at += counts[k], ++k) {
-      counts[k] = static_cast<int>(rows[k] * inner);
-      displs[k] = static_cast<int>(at);
-    }
-    detail::check(op,
-                  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), detail::type_of<T>(),
-                              me == root ? out.data() : nullptr, counts.data(), displs.data(),
-                              detail::type_of<T>(), root, comm),
-                  "MPI_Gatherv");
-  } else if (me == root) {
-    std::int64_t at = 0;
-    for (int k = 0; k < ranks; ++k) {
-      const std::int64_t n = rows[static_cast<std::size_t>(k)] * inner;
-      if (k == me)
-        std::memcpy(out.data() + at, mine.data(), static_cast<std::size_t>(n) * sizeof(T));
-      else
-        detail::recv_pieces(op, out.data() + at, n, k, detail::pieces_tag, comm);
-      at += n;
-    }
-  } else {
-    detail::send_pieces(op, mine.data(), mine.size(), root, detail::pieces_tag, comm);
-  }
+  detail::exchange_with_root(op, true, me == root ? out.data() : nullptr, mine.data(), counts, root,
+                             comm);
   if (me != root) return {};
   return out.to(kiln::detail::device_of(e));
 }
@@ -542,38 +569,17 @@ requires expression<E> tensor<value_t<E>> scatter(const E& e, int root = 0,
   }
   detail::share_header<T>(op, root, comm, h, problem);
   const shape s = detail::shape_of_header(h);
-  std::int64_t inner = 1;
-  for (int d = 1; d < s.size(); ++d)
-    inner *= s[d];
+  const std::int64_t inner = detail::row_size(s);
   auto rows_of = [&](int k) { return s[0] / ranks + (k < s[0] % ranks ? 1 : 0); };
+  std::vector<std::int64_t> counts;
+  for (int k = 0; k < ranks; ++k)
+    counts.push_back(rows_of(k) * inner);
   shape part = s;
   part[0] = rows_of(me);
   tensor<T> mine;
   detail::ready(op, comm, detail::attempt([&] { mine = tensor<T>(part); }));
-  if (s[0] * inner <= detail::max_count) {
-    std::vector<int> counts(static_cast<std::size_t>(ranks)), displs(counts.size());
-    for (int k = 0, at = 0; k < ranks; at += counts[static_cast<std::size_t>(k)], ++k) {
-      counts[static_cast<std::size_t>(k)] = static_cast<int>(rows_of(k) * inner);
-      displs[static_cast<std::size_t>(k)] = at;
-    }
-    detail::check(op,
-                  MPI_Scatterv(me == root ? all.data() : nullptr, counts.data(), displs.data(),
-                               detail::type_of<T>(), mine.data(), static_cast<int>(mine.size()),
-                               detail::type_of<T>(), root, comm),
-                  "MPI_Scatterv");
-  } else if (me == root) {
-    std::int64_t at = 0;
-    for (int k = 0; k < ranks; ++k) {
-      const std::int64_t n = rows_of(k) * inner;
-      if (k == me)
-        std::memcpy(mine.data(), all.data() + at, static_cast<std::size_t>(n) * sizeof(T));
-      else
-        detail::send_pieces(op, all.data() + at, n, k, detail::pieces_tag, comm);
-      at += n;
-    }
-  } else {
-    detail::recv_pieces(op, mine.data(), mine.size(), root, detail::pieces_tag, comm);
-  }
+  detail::exchange_with_root(op, false, me == root ? all.data() : nullptr, mine.data(), counts,
+                             root, comm);
   return mine.to(kiln::detail::device_of(e));
 }
 
