@@ -1,9 +1,10 @@
 #pragma once
 // What the execution test binaries share (test_cuda_exec.cpp, test_metal_exec.cpp): counts of
 // kernels made, a balanced sum of many leaves, and the checks of the backends' shared body
-// every device runs: single-flight compiles and the caching arena.
+// every device runs: several outputs and views, single-flight compiles and the caching arena.
 #include "support.hpp"
 
+#include <cmath>
 #include <thread>
 
 namespace device_test {
@@ -50,6 +51,32 @@ inline void check_single_flight(const kiln::device& dev) {
   for (auto& t : ts)
     t.join();
   CHECK(compiles() <= before + 1);
+}
+
+// Several outputs from one kernel (at most one kernel made) with broadcasting, each output
+// pre-filled so that an element left unwritten fails; then a transposed narrow view read, a
+// strided slice written and an in-place update; all against the host.
+inline void check_outputs_and_views(const kiln::device& dev) {
+  const auto xh = kiln::random::uniform<float>({9, 4}, test::draw(1, 99), -3, 3);
+  const auto rh = kiln::random::uniform<float>({4}, test::draw(1, 99), -3, 3);
+  const auto x = xh.to(dev), r = rh.to(dev);
+  auto o1 = kiln::full<float>({9, 4}, std::nanf(""), dev);
+  auto o2 = kiln::full<kiln::half>({9, 4}, kiln::half(1.0f), dev);
+  auto o3 = kiln::full<bool>({9, 4}, true, dev);
+  const auto before = made();
+  kiln::eval(o1 = kiln::maximum(x, r) - r, o2 = kiln::cast<kiln::half>(x * r), o3 = x > r);
+  CHECK(made() <= before + 1);
+  CHECK(on_host(o1) == kiln::tensor<float>(kiln::maximum(xh, rh) - rh).to_vector());
+  CHECK(on_host(o2) == kiln::tensor<kiln::half>(kiln::cast<kiln::half>(xh * rh)).to_vector());
+  CHECK(on_host(o3) == kiln::tensor<bool>(xh > rh).to_vector());
+  auto t = kiln::zeros<float>({4, 12}, dev);
+  auto th = kiln::zeros<float>({4, 12});
+  t.slice(1, 0, 12, 3) = x.transpose().narrow(1, 2, 4) + 0.5f;
+  th.slice(1, 0, 12, 3) = xh.transpose().narrow(1, 2, 4) + 0.5f;
+  CHECK(on_host(t) == th.to_vector());
+  t = t * 4.0f - 1.0f;
+  th = th * 4.0f - 1.0f;
+  CHECK(on_host(t) == th.to_vector());
 }
 
 // Blocks freed are handed out again: 20 tensors of 256 KiB, one after another, reserve one.
