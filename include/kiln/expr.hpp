@@ -64,7 +64,7 @@ struct is_expression_type<scalar_expr<T>> : std::true_type {};
 
 namespace detail {
 template <class Op, class... C>
-kiln::shape broadcast_children(const hana::tuple<C...>& children);
+kiln::shape broadcast_children(const C&... children);
 }
 
 // A node knows its broadcast shape from when it is built: a shape error is raised at the
@@ -74,13 +74,34 @@ template <class Op, class... Children>
 struct expr_node : expression_base<expr_node<Op, Children...>> {
   using op = Op;
   using value_type = typename Op::rule::template result<value_t<Children>...>;
-  hana::tuple<Children...> children;
+  using children_type = hana::tuple<Children...>;
   kiln::shape out_shape;
+  // In a union: g++'s points-to analysis then counts a node as one variable, not one per
+  // pointer field of every leaf below it. Its cost grows with variables times calls in a
+  // function, so a function of many statements compiled superlinearly in its statements.
+  union {
+    children_type children;
+  };
   // Children built in place from the operands as given: one copy or move of each subtree
   // (a by-value constructor made two, and make_node a third), one constructor per node type.
+  // The shape first: a union member would not be destroyed if it threw after them.
   template <class... X>
   explicit expr_node(std::in_place_t, X&&... ch)
-      : children(std::forward<X>(ch)...), out_shape(detail::broadcast_children<Op>(children)) {}
+      : out_shape(detail::broadcast_children<Op>(ch...)), children(std::forward<X>(ch)...) {}
+  expr_node(const expr_node& o) : out_shape(o.out_shape), children(o.children) {}
+  expr_node(expr_node&& o) noexcept(std::is_nothrow_move_constructible_v<children_type>)
+      : out_shape(o.out_shape), children(std::move(o.children)) {}
+  expr_node& operator=(const expr_node& o) {
+    out_shape = o.out_shape;
+    children = o.children;
+    return *this;
+  }
+  expr_node& operator=(expr_node&& o) noexcept(std::is_nothrow_move_assignable_v<children_type>) {
+    out_shape = o.out_shape;
+    children = std::move(o.children);
+    return *this;
+  }
+  [[gnu::noinline]] ~expr_node() { children.~children_type(); }
 };
 template <class Op, class... Children>
 struct is_expression_type<expr_node<Op, Children...>> : std::true_type {};
@@ -120,12 +141,14 @@ template <class T>
 inline constexpr bool is_scalar_operand<scalar_expr<T>> = true;
 
 template <class Op, class... C>
-kiln::shape broadcast_children(const hana::tuple<C...>& children) {
+kiln::shape broadcast_children(const C&... children) {
   kiln::shape acc;
-  hana::for_each(children, [&](const auto& c) {
-    if constexpr (!is_scalar_operand<std::remove_cvref_t<decltype(c)>>) // rank 0: no change
-      broadcast_operand(acc, shape_of(c), Op::name);
-  });
+  (
+      [&] {
+        if constexpr (!is_scalar_operand<std::remove_cvref_t<C>>) // rank 0: no change
+          broadcast_operand(acc, shape_of(children), Op::name);
+      }(),
+      ...);
   // Broadcast views of valid tensors can meet in a shape of more than 2^63 elements.
   if (acc.size() > 1) checked_numel(acc, Op::name);
   return acc;
@@ -193,7 +216,7 @@ using child_t = std::remove_cvref_t<decltype(as_child<Op, Peer>(std::declval<X>(
 // Builds the node for Op from operands (expressions and scalars), checking the op's
 // type rule with a readable message.
 template <class Op, class... X>
-auto make_node(X&&... x) {
+KILN_STATEMENT auto make_node(X&&... x) {
   // Before the children are made: they name the op in their errors.
   static_assert(
       requires { Op::name; },

@@ -56,6 +56,9 @@ template <class E>
 tensor<value_t<E>> evaluate(const E& e);
 template <class E>
 std::vector<value_t<E>> to_vector(const E& e);
+// A new tensor<T> holding e's values (tensor<T> t = e).
+template <element T, class E>
+tensor<T> construct(const E& e);
 // The device an expression's leaves live on (host for an expression of scalars only); a
 // mix of devices is checked where the expression is evaluated.
 template <class E>
@@ -95,28 +98,25 @@ public:
   using value_type = T;
 
   // An empty handle: no storage. Assigning an expression to it allocates.
-  tensor() = default;
+  tensor() : p_() {}
   // Out of line: an expression holds its tensors by value, and copying or destroying a
   // gradient's tree inlined a reference count and two shapes per leaf into every node's
   // constructor (half the object code of a file of Greeks, and its build time).
-  [[gnu::noinline]] tensor(const tensor& o) : storage_(o.storage_), layout_(o.layout_) {}
-  [[gnu::noinline]] tensor(tensor&& o) noexcept
-      : storage_(std::move(o.storage_)), layout_(std::move(o.layout_)) {}
-  [[gnu::noinline]] ~tensor() {}
+  [[gnu::noinline]] tensor(const tensor& o) : p_(o.p_) {}
+  [[gnu::noinline]] tensor(tensor&& o) noexcept : p_(std::move(o.p_)) {}
+  [[gnu::noinline]] ~tensor() { p_.~parts(); }
 
   // Uninitialized storage of the given shape (see kiln::empty); errors name `op`.
   explicit tensor(const kiln::shape& s, const kiln::device& dev = {}, const char* op = "alloc")
-      : storage_(make_storage(s, dev, op)), layout_(layout::contiguous(s)) {}
+      : p_{make_storage(s, dev, op), layout::contiguous(s)} {}
 
-  tensor(std::shared_ptr<kiln::storage> st, kiln::layout l)
-      : storage_(std::move(st)), layout_(std::move(l)) {}
+  tensor(std::shared_ptr<kiln::storage> st, kiln::layout l) : p_{std::move(st), std::move(l)} {}
 
   // Evaluating constructor: `tensor<float> z = expr;` runs one fused pass.
   template <class E>
-  requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>) tensor(const E& e) {
+  requires(expression<E> && !std::is_same_v<std::remove_cvref_t<E>, tensor>) tensor(const E& e)
+      : tensor(detail::construct<T>(e)) {
     detail::check_assignable<value_t<E>, T>();
-    *this = tensor(shape_of(e), detail::device_of(e));
-    detail::assign(*this, e);
   }
 
   // Assignment writes values (see the file comment). An empty tensor, or a whole
@@ -129,9 +129,9 @@ public:
     return *this;
   }
   tensor& operator=(tensor&& other) & {
-    if (!storage_) {
-      storage_ = std::move(other.storage_);
-      layout_ = std::move(other.layout_);
+    if (!p_.storage) {
+      p_.storage = std::move(other.p_.storage);
+      p_.layout = std::move(other.p_.layout);
       return *this;
     }
     return *this = static_cast<const tensor&>(other);
@@ -164,7 +164,7 @@ public:
   // Fill with a scalar.
   template <scalar S>
   tensor& operator=(S v) {
-    if (!storage_)
+    if (!p_.storage)
       throw error("assign", "tensor is empty", "cannot fill it: give it a shape first");
     detail::assign(*this, scalar_expr<T>(convert<T>(static_cast<scalar_element_t<S>>(v))));
     return *this;
@@ -188,31 +188,35 @@ public:
   }
 
   // --- what it is
-  bool empty() const noexcept { return !storage_; }
-  const kiln::shape& shape() const noexcept { return layout_.shape; }
-  const kiln::strides& strides() const noexcept { return layout_.strides; }
-  std::int64_t offset() const noexcept { return layout_.offset; }
-  const kiln::layout& layout() const noexcept { return layout_; }
-  int rank() const noexcept { return layout_.rank(); }
-  std::int64_t size() const noexcept { return layout_.size(); }
-  std::int64_t dim(std::int64_t d) const { return layout_.shape[normalize_axis(d, rank(), "dim")]; }
+  bool empty() const noexcept { return !p_.storage; }
+  const kiln::shape& shape() const noexcept { return p_.layout.shape; }
+  const kiln::strides& strides() const noexcept { return p_.layout.strides; }
+  std::int64_t offset() const noexcept { return p_.layout.offset; }
+  const kiln::layout& layout() const noexcept { return p_.layout; }
+  int rank() const noexcept { return p_.layout.rank(); }
+  std::int64_t size() const noexcept { return p_.layout.size(); }
+  std::int64_t dim(std::int64_t d) const {
+    return p_.layout.shape[normalize_axis(d, rank(), "dim")];
+  }
   static constexpr kiln::dtype dtype() noexcept { return dtype_of<T>(); }
-  kiln::device device() const noexcept { return storage_ ? storage_->device() : kiln::device{}; }
-  bool is_contiguous() const noexcept { return layout_.is_contiguous(); }
-  const std::shared_ptr<kiln::storage>& storage() const noexcept { return storage_; }
+  kiln::device device() const noexcept {
+    return p_.storage ? p_.storage->device() : kiln::device{};
+  }
+  bool is_contiguous() const noexcept { return p_.layout.is_contiguous(); }
+  const std::shared_ptr<kiln::storage>& storage() const noexcept { return p_.storage; }
   // The element at the layout's offset; with strides(), addresses every element. Null for
   // an empty handle; a tensor on a device has no host address: a kiln::error, not a pointer
   // that crashes the first read (copy it with .to(kiln::device{})).
   T* data() const {
-    if (storage_ && !storage_->on_host())
+    if (p_.storage && !p_.storage->on_host())
       throw error("data", "the tensor lives on a device, not in host memory",
                   device().str() + "; read it through a host copy: .to(kiln::device{})");
-    return storage_ && storage_->data() ? static_cast<T*>(storage_->data()) + layout_.offset
-                                        : nullptr;
+    return p_.storage && p_.storage->data() ? static_cast<T*>(p_.storage->data()) + p_.layout.offset
+                                            : nullptr;
   }
 
   // --- reading (host)
-  T item() const {
+  [[gnu::noinline]] T item() const {
     require_storage("item");
     if (size() != 1)
       throw error("item", "tensor is not a scalar",
@@ -221,7 +225,7 @@ public:
   }
   std::vector<T> to_vector() const { return detail::to_vector(*this); }
   // One element by multi-index (bounds-checked).
-  T at(std::initializer_list<std::int64_t> idx) const {
+  [[gnu::noinline]] T at(std::initializer_list<std::int64_t> idx) const {
     require_storage("at");
     if (static_cast<int>(idx.size()) != rank())
       throw error("at", "wrong number of indices",
@@ -229,11 +233,11 @@ public:
     std::int64_t off = 0;
     int d = 0;
     for (auto i : idx) {
-      if (i < 0 || i >= layout_.shape[d])
+      if (i < 0 || i >= p_.layout.shape[d])
         throw error("at", "index out of range",
                     "index " + std::to_string(i) + " on dim " + std::to_string(d) + " of shape " +
                         shape().str());
-      off += i * layout_.strides[d++];
+      off += i * p_.layout.strides[d++];
     }
     return read_element(off);
   }
@@ -241,7 +245,7 @@ public:
 
   // --- moving between devices: a copy on `dev` (this tensor if it already lives there).
   // Reading a device tensor waits for the work queued before it; writing one does not.
-  tensor to(const kiln::device& dev) const {
+  [[gnu::noinline]] tensor to(const kiln::device& dev) const {
     require_storage("to");
     if (dev == device()) return *this;
     if (!device().is_host() && !dev.is_host()) return to(kiln::device{}).to(dev);
@@ -250,54 +254,55 @@ public:
     const std::size_t bytes = static_cast<std::size_t>(size()) * sizeof(T);
     if (bytes == 0) return r;
     if (dev.is_host())
-      src.storage_->backend()->read(src.storage_->handle(), src.offset() * sizeof(T), r.data(),
-                                    bytes);
+      src.p_.storage->backend()->read(src.p_.storage->handle(), src.offset() * sizeof(T), r.data(),
+                                      bytes);
     else
-      r.storage_->backend()->write(r.storage_->handle(), 0, src.data(), bytes);
+      r.p_.storage->backend()->write(r.p_.storage->handle(), 0, src.data(), bytes);
     return r;
   }
 
-  // --- views: no copy, writes go to the same storage
-  tensor reshape(const kiln::shape& s) const {
+  // --- views: no copy, writes go to the same storage. Views, item(), at(), to() and clone()
+  // are calls, not inlined code, in the function that uses them (see KILN_STATEMENT).
+  [[gnu::noinline]] tensor reshape(const kiln::shape& s) const {
     require_storage("reshape");
-    auto l = views::try_reshape(layout_, s);
+    auto l = views::try_reshape(p_.layout, s);
     if (!l)
       throw error("reshape", "this layout cannot be viewed with the new shape",
                   "shape " + shape().str() + " with strides " + strides().str() + " to " + s.str() +
                       "; call contiguous() first");
     return view(*l);
   }
-  tensor transpose() const {
-    return view("transpose", [&] { return views::transpose(layout_); });
+  [[gnu::noinline]] tensor transpose() const {
+    return view("transpose", [&] { return views::transpose(p_.layout); });
   }
-  tensor permute(std::initializer_list<std::int64_t> perm) const {
+  [[gnu::noinline]] tensor permute(std::initializer_list<std::int64_t> perm) const {
     return view("permute",
-                [&] { return views::permute(layout_, std::span(perm.begin(), perm.size())); });
+                [&] { return views::permute(p_.layout, std::span(perm.begin(), perm.size())); });
   }
-  tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t len) const {
-    return view("narrow", [&] { return views::narrow(layout_, dim, start, len); });
+  [[gnu::noinline]] tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t len) const {
+    return view("narrow", [&] { return views::narrow(p_.layout, dim, start, len); });
   }
-  tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop,
-               std::int64_t step = 1) const {
-    return view("slice", [&] { return views::slice(layout_, dim, start, stop, step); });
+  [[gnu::noinline]] tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop,
+                                 std::int64_t step = 1) const {
+    return view("slice", [&] { return views::slice(p_.layout, dim, start, stop, step); });
   }
-  tensor squeeze() const {
-    return view("squeeze", [&] { return views::squeeze(layout_); });
+  [[gnu::noinline]] tensor squeeze() const {
+    return view("squeeze", [&] { return views::squeeze(p_.layout); });
   }
-  tensor squeeze(std::int64_t dim) const {
-    return view("squeeze", [&] { return views::squeeze(layout_, dim); });
+  [[gnu::noinline]] tensor squeeze(std::int64_t dim) const {
+    return view("squeeze", [&] { return views::squeeze(p_.layout, dim); });
   }
-  tensor unsqueeze(std::int64_t dim) const {
-    return view("unsqueeze", [&] { return views::unsqueeze(layout_, dim); });
+  [[gnu::noinline]] tensor unsqueeze(std::int64_t dim) const {
+    return view("unsqueeze", [&] { return views::unsqueeze(p_.layout, dim); });
   }
-  tensor broadcast_to(const kiln::shape& s) const {
-    return view("broadcast_to", [&] { return views::broadcast_to(layout_, s); });
+  [[gnu::noinline]] tensor broadcast_to(const kiln::shape& s) const {
+    return view("broadcast_to", [&] { return views::broadcast_to(p_.layout, s); });
   }
   // t(1, kiln::all, kiln::range{0, 8, 2}, kiln::newaxis)
   template <index_arg... I>
-  tensor operator()(I... idx) const {
+  [[gnu::noinline]] tensor operator()(I... idx) const {
     require_storage("index");
-    kiln::layout l = layout_;
+    kiln::layout l = p_.layout;
     int dim = 0;
     const int given = ((std::is_same_v<I, newaxis_t> ? 0 : 1) + ... + 0);
     if (given > rank())
@@ -310,7 +315,7 @@ public:
   // A contiguous tensor with the same values: this one if it already is, else a copy.
   tensor contiguous() const { return is_contiguous() ? *this : clone(); }
   // A new contiguous tensor with a copy of the values.
-  tensor clone() const {
+  [[gnu::noinline]] tensor clone() const {
     require_storage("clone");
     tensor r(shape(), device());
     detail::assign(r, *this);
@@ -337,36 +342,36 @@ private:
   }
   // The element `off` elements past the layout's offset; a device tensor waits to read it.
   T read_element(std::int64_t off) const {
-    if (storage_->on_host()) return data()[off];
+    if (p_.storage->on_host()) return data()[off];
     T v;
-    storage_->backend()->read(storage_->handle(), (layout_.offset + off) * sizeof(T), &v,
-                              sizeof(T));
+    p_.storage->backend()->read(p_.storage->handle(), (p_.layout.offset + off) * sizeof(T), &v,
+                                sizeof(T));
     return v;
   }
-  tensor view(kiln::layout l) const { return tensor(storage_, std::move(l)); }
+  tensor view(kiln::layout l) const { return tensor(p_.storage, std::move(l)); }
   // A view of a handle with storage: an empty handle's rank-0 layout would read as one element.
   template <class F>
   tensor view(const char* op, F&& make_layout) const {
     require_storage(op);
-    return tensor(storage_, make_layout());
+    return tensor(p_.storage, make_layout());
   }
   void require_storage(const char* op) const {
-    if (!storage_) throw error(op, "tensor is empty", "it has no storage");
+    if (!p_.storage) throw error(op, "tensor is empty", "it has no storage");
   }
   // Before writing values of shape s: allocate if empty. Values that broadcast to this
   // shape are written in place; otherwise a whole tensor takes new storage of shape s
   // (like resizing) and a view is left to fail with a shape error.
   // An empty tensor takes new storage on the values' device.
   void prepare_for(const kiln::shape& s, const kiln::device& values_on) {
-    if (storage_) {
+    if (p_.storage) {
       kiln::shape b = shape();
       if (shape() == s || (broadcast_into(b, s) && b == shape()) || !is_whole()) return;
     }
-    storage_ = make_storage(s, storage_ ? device() : values_on, "assign");
-    layout_ = layout::contiguous(s);
+    p_.storage = make_storage(s, p_.storage ? device() : values_on, "assign");
+    p_.layout = layout::contiguous(s);
   }
   bool is_whole() const noexcept {
-    return layout_.offset == 0 && is_contiguous() && storage_->count() == size();
+    return p_.layout.offset == 0 && is_contiguous() && p_.storage->count() == size();
   }
   template <class E>
   tensor& compound(const E& e) {
@@ -386,8 +391,15 @@ private:
     }
   }
 
-  std::shared_ptr<kiln::storage> storage_;
-  kiln::layout layout_;
+  struct parts {
+    std::shared_ptr<kiln::storage> storage;
+    kiln::layout layout;
+  };
+  // In a union: g++'s points-to analysis then counts a tensor as one variable, not one per
+  // field; its cost grows with variables times calls in a function (see expr_node).
+  union {
+    parts p_;
+  };
 };
 
 // The deferred `tensor = expression` (see tensor::operator=): runs at the end of the

@@ -254,7 +254,7 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op)
 }
 
 template <element D, class E>
-void assign(const tensor<D>& dst, const E& e) {
+KILN_STATEMENT void assign(const tensor<D>& dst, const E& e) {
   if constexpr (!plain_tree<E>) { // reductions inside run first, on the target's device
     if (!dst.empty()) check_devices(e, dst.device(), "assign");
     static_assert(!std::is_same_v<std::remove_cvref_t<decltype(materialize(e))>, E>);
@@ -264,6 +264,13 @@ void assign(const tensor<D>& dst, const E& e) {
   }
 }
 
+template <element T, class E>
+KILN_STATEMENT tensor<T> construct(const E& e) {
+  tensor<T> r(shape_of(e), device_of(e));
+  assign(r, e);
+  return r;
+}
+
 // Copies what materialize returned (a leaf reference or a new node) into a value.
 template <class E>
 std::remove_cvref_t<E> evaluate_leaf_copy(E&& e) {
@@ -271,7 +278,7 @@ std::remove_cvref_t<E> evaluate_leaf_copy(E&& e) {
 }
 
 template <class E>
-tensor<value_t<E>> evaluate(const E& e) {
+KILN_STATEMENT tensor<value_t<E>> evaluate(const E& e) {
   if constexpr (is_tensor_v<std::remove_cvref_t<E>>) {
     return e;
   } else if constexpr (is_tensor_v<std::remove_cvref_t<decltype(materialize(e))>>) {
@@ -284,7 +291,7 @@ tensor<value_t<E>> evaluate(const E& e) {
 }
 
 template <class E>
-std::vector<value_t<E>> to_vector(const E& e) {
+KILN_STATEMENT std::vector<value_t<E>> to_vector(const E& e) {
   using T = value_t<E>;
   const tensor<T> e0 = evaluate(e);
   if (e0.empty()) return {};
@@ -319,7 +326,7 @@ decltype(auto) materialized(const E& e) {
 // shape. If a target overlaps an input or another target through a different layout,
 // every output is computed into a temporary first.
 template <element... D, class... E>
-void eval(pending_assign<D, E>&&... p) {
+KILN_STATEMENT void eval(pending_assign<D, E>&&... p) {
   static_assert(sizeof...(D) >= 1, "kiln::eval needs at least one assignment");
   (p.mark_done(), ...);
   const std::tuple<decltype(detail::materialized(p.expr()))...> ms(
