@@ -19,15 +19,27 @@
 # KILN_LIBS (default: the runtime, -ldl -pthread) replace what kiln programs are compiled and
 # linked with.
 #
-# Usage: bench/build_time.sh [--no-growth] [--reps N] [compiler = g++]
+# --statements replaces all of the above with the many-statements case: a program of N blocks
+# of kiln statements (views, broadcasts, where, math, reductions; each block in f64 on the
+# host and in f32 on the host and on the first GPU device) written in ONE function, against
+# the same blocks each in a function of its own, for N = 5, 10, 20, 40 (--sizes "..."), at
+# -O2 and at -O3; and a file of 40 random gradients of three tensors in one function. Each
+# is compiled and linked once (the one-function and split programs of a size at the same
+# time, one per core); CPU s (user + sys) and peak memory (GNU time's maximum resident set)
+# are reported, with the ratio one function / split. Every program is run: the f32 results
+# must agree with the f64 ones, the gradients with finite differences.
+#
+# Usage: bench/build_time.sh [--no-growth] [--reps N] [--statements [--sizes "5 10"]] [compiler = g++]
 # Time, measured with kiln header-only (before issue 12): one round of the first table takes
 # 71 CPU s, so --no-growth about 3.5 CPU minutes; the whole run 12.2 CPU minutes, 15 minutes of
 # wall time on 2 cores loaded by other builds.
 set -euo pipefail
-reps=3 growth=yes cxx=g++
+reps=3 growth=yes cxx=g++ statements=no sizes="5 10 20 40"
 while (($#)); do
   case $1 in
     --no-growth) growth=no ;;
+    --statements) statements=yes ;;
+    --sizes) sizes=${2:?--sizes needs a list} && shift ;;
     --reps) reps=${2:?--reps needs a count} && shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
     -*) echo "build_time.sh: unknown option $1 (see --help)" >&2 && exit 2 ;;
@@ -127,6 +139,81 @@ same_checksum() { # name1 name2 relative tolerance
 }
 
 mkdir -p "$out/bin" "$out/src"
+
+header() { # the lines every report starts with
+  echo "- compiler: $("$cxx" --version | head -1), $1, compile + link"
+  echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
+  echo "- load average at the start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  if commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$repo" diff --quiet HEAD -- include jit kernels autodiff || commit+=" + uncommitted changes"
+  else
+    commit="not a git checkout"
+  fi
+  echo "- kiln: $commit"
+  echo "- $runtime_line"
+}
+
+if [[ $statements == yes ]]; then
+  [[ -x /usr/bin/time ]] || { echo "build_time.sh: --statements needs GNU time (apt-get install time)" >&2 && exit 1; }
+  # shellcheck source=bench/build_time_statements.sh
+  source "$here/build_time_statements.sh"
+  # Compiles, links and runs one program; "CPU-seconds peak-MB" in $out/$name.t.
+  build_one() { # name, -On
+    local name=$1 opt=$2
+    /usr/bin/time -f "%U %S %M" -o "$out/$name.time" "$cxx" -std=c++20 "$opt" -march=native \
+      "${kiln_flags[@]}" "$out/src/$name.cpp" -o "$out/bin/$name" "${kiln_libs[@]}" 2>"$out/$name.log" ||
+      { echo "build_time.sh: $name did not build" >&2 && cat "$out/$name.log" >&2 && return 1; }
+    "$out/bin/$name" >"$out/$name.txt" 2>&1 || { echo "build_time.sh: $name failed" >&2 &&
+      cat "$out/$name.txt" >&2 && return 1; }
+    awk '{ printf "%.1f %.0f", $1 + $2, $3 / 1024 }' "$out/$name.time" >"$out/$name.t"
+  }
+  both() { # the names of two programs built at the same time, -On
+    build_one "$1" "$3" & local p1=$!
+    build_one "$2" "$3" & local p2=$!
+    wait "$p1" && wait "$p2"
+  }
+  cpu_of() { cut -d' ' -f1 "$out/$1.t"; }
+  mem_of() { cut -d' ' -f2 "$out/$1.t"; }
+  for n in $sizes; do
+    statements_program "$n" one >"$out/src/one_$n.cpp"
+    statements_program "$n" split >"$out/src/split_$n.cpp"
+  done
+  grad_random_program 40 >"$out/src/grads_40.cpp"
+  for opt in -O2 -O3; do
+    for n in $sizes; do
+      both "one_$n" "split_$n" "$opt" || exit 1
+      mv "$out/one_$n.t" "$out/one_${n}$opt.t" && mv "$out/split_$n.t" "$out/split_${n}$opt.t"
+    done
+  done
+  build_one grads_40 -O3 && mv "$out/grads_40.t" "$out/grads_40-O3.t"
+  build_one grads_40 -O2 && mv "$out/grads_40.t" "$out/grads_40-O2.t"
+
+  header "-std=c++20 -On -march=native"
+  echo "- device the programs ran on: $(sed -n 's/^[0-9]* blocks, \(.*\), [0-9]* failures$/\1/p' \
+    "$out/one_${sizes##* }.txt")"
+  echo
+  echo "Blocks of statements in ONE function against the same blocks each in a function of its"
+  echo "own: CPU s (user + sys of the compiler and linker; peak memory in MB in parentheses), one"
+  echo "build each."
+  echo
+  echo "| blocks | -O2 one function | -O2 split | -O2 one / split | -O3 one function | -O3 split | -O3 one / split |"
+  echo "|---|---|---|---|---|---|---|"
+  for n in $sizes; do
+    line="| $n"
+    for opt in -O2 -O3; do
+      o="one_${n}$opt" sp="split_${n}$opt"
+      line+=" | $(cpu_of "$o") ($(mem_of "$o")) | $(cpu_of "$sp") ($(mem_of "$sp")) |"
+      line+=" $(ratio "$(cpu_of "$o")" "$(cpu_of "$sp")")"
+    done
+    echo "$line |"
+  done
+  echo
+  echo "40 random gradients of three tensors (depth-3 trees, kiln::grad, checked against finite"
+  echo "differences) in one function: -O2 $(cpu_of grads_40-O2) s ($(mem_of grads_40-O2) MB),"
+  echo "-O3 $(cpu_of grads_40-O3) s ($(mem_of grads_40-O3) MB)."
+  exit 0
+fi
+
 for lib in kiln xtensor eigen; do
   for prog in one empty 20; do add "${lib}_$prog" "$inputs/${lib}_$prog.cpp"; done
 done
@@ -155,18 +242,9 @@ if [[ $growth == yes ]]; then
 fi
 
 # --- report ----------------------------------------------------------------------------------
-echo "- compiler: $("$cxx" --version | head -1), -std=c++20 -O2 -march=native, compile + link"
+header "-std=c++20 -O2 -march=native"
 echo "- each cell: median of $reps builds, wall s (CPU s, user + sys of the compiler, in"
 echo "  parentheses: steadier when other work loads the machine)"
-echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
-echo "- load average at the start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-if commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null); then
-  git -C "$repo" diff --quiet HEAD -- include jit kernels autodiff || commit+=" + uncommitted changes"
-else
-  commit="not a git checkout"
-fi
-echo "- kiln: $commit"
-echo "- $runtime_line"
 echo
 echo "| program | kiln | xtensor + xsimd | Eigen | kiln / xtensor, wall (CPU) |"
 echo "|---|---|---|---|---|"
@@ -175,7 +253,7 @@ row() { # label, program suffix
     "$(ratio "$(wall "kiln_$2")" "$(wall "xtensor_$2")") ($(ratio "$(cpu "kiln_$2")" \
       "$(cpu "xtensor_$2")")) |"
 }
-row "one expression" one
+row "one expression and its sum" one
 row "empty main (the includes)" empty
 row "20 expressions" 20
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
