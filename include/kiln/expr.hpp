@@ -75,33 +75,39 @@ struct expr_node : expression_base<expr_node<Op, Children...>> {
   using op = Op;
   using value_type = typename Op::rule::template result<value_t<Children>...>;
   using children_type = hana::tuple<Children...>;
-  kiln::shape out_shape;
-  // In a union: g++'s points-to analysis then counts a node as one variable, not one per
-  // pointer field of every leaf below it. Its cost grows with variables times calls in a
-  // function, so a function of many statements compiled superlinearly in its statements.
-  union {
-    children_type children;
-  };
   // Children built in place from the operands as given: one copy or move of each subtree
   // (a by-value constructor made two, and make_node a third), one constructor per node type.
-  // The shape first: a union member would not be destroyed if it threw after them.
+  // The shape first, from the operands: nothing may throw once the union member is built.
   template <class... X>
   explicit expr_node(std::in_place_t, X&&... ch)
-      : out_shape(detail::broadcast_children<Op>(ch...)), children(std::forward<X>(ch)...) {}
-  expr_node(const expr_node& o) : out_shape(o.out_shape), children(o.children) {}
+      : s_{detail::broadcast_children<Op>(ch...), children_type(std::forward<X>(ch)...)} {}
+  expr_node(const expr_node& o) : s_(o.s_) {}
   expr_node(expr_node&& o) noexcept(std::is_nothrow_move_constructible_v<children_type>)
-      : out_shape(o.out_shape), children(std::move(o.children)) {}
+      : s_(std::move(o.s_)) {}
   expr_node& operator=(const expr_node& o) {
-    out_shape = o.out_shape;
-    children = o.children;
+    s_ = o.s_;
     return *this;
   }
   expr_node& operator=(expr_node&& o) noexcept(std::is_nothrow_move_assignable_v<children_type>) {
-    out_shape = o.out_shape;
-    children = std::move(o.children);
+    s_ = std::move(o.s_);
     return *this;
   }
-  [[gnu::noinline]] ~expr_node() { children.~children_type(); }
+  [[gnu::noinline]] ~expr_node() { s_.~state(); }
+
+  const children_type& children() const noexcept { return s_.children; }
+  const kiln::shape& out_shape() const noexcept { return s_.out_shape; }
+
+private:
+  struct state {
+    kiln::shape out_shape;
+    children_type children;
+  };
+  // In a union: g++'s points-to analysis then counts a node as one variable, not one per
+  // field of it and of every leaf below it. Its cost grows with variables times calls in a
+  // function, so a function of many statements compiled superlinearly in its statements.
+  union {
+    state s_;
+  };
 };
 template <class Op, class... Children>
 struct is_expression_type<expr_node<Op, Children...>> : std::true_type {};
@@ -117,7 +123,7 @@ kiln::shape shape_of(const scalar_expr<T>&) {
 }
 template <class Op, class... C>
 const kiln::shape& shape_of(const expr_node<Op, C...>& n) {
-  return n.out_shape;
+  return n.out_shape();
 }
 
 } // namespace kiln

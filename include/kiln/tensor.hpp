@@ -82,11 +82,11 @@ struct expression_base {
   auto eval() const { return detail::evaluate(self()); }
   kiln::shape shape() const { return shape_of(self()); }
   auto to_vector() const { return detail::to_vector(self()); }
-  auto item() const { return eval().item(); }
+  KILN_STATEMENT auto item() const { return eval().item(); }
   // Evaluate, then move to `dev`. Evaluation runs where the leaves live (a target on
   // another device would be an error), so where that is `dev` the result is made there
   // and not copied; otherwise it is copied once.
-  auto to(const kiln::device& dev) const { return eval().to(dev); }
+  KILN_STATEMENT auto to(const kiln::device& dev) const { return eval().to(dev); }
 };
 
 template <class T>

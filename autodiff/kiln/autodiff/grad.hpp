@@ -37,8 +37,7 @@ void check_wrt_value(const X& x, const char* op) {
 } // namespace autodiff
 
 template <class F, class... X>
-requires expression<F>
-auto grad(const F& f, const X&... x) {
+requires expression<F> KILN_STATEMENT auto grad(const F& f, const X&... x) {
   (autodiff::check_wrt<X>(), ...);
   static_assert(sizeof...(X) >= 1, "kiln: grad needs at least one tensor to differentiate by");
   static_assert(is_floating(dtype_of<value_t<F>>()),
@@ -64,7 +63,8 @@ auto grad(const F& f, const X&... x) {
 }
 
 template <class E, class S, class... X>
-requires(expression<E>&& expression<S>) auto vjp(const E& e, const S& seed, const X&... x) {
+requires(expression<E>&& expression<S>) KILN_STATEMENT
+    auto vjp(const E& e, const S& seed, const X&... x) {
   (autodiff::check_wrt<X>(), ...);
   static_assert(sizeof...(X) >= 1, "kiln: vjp needs at least one tensor to differentiate by");
   (autodiff::check_wrt_value(x, "vjp"), ...);
@@ -89,7 +89,7 @@ struct tangent {
 // seed u, so the gradient in u of sum(vjp(e, u, x) * dx) is J dx, whatever u holds. The
 // result needs no value of u; u is a zero tensor of e's shape that only names the seed.
 template <class E, class... T>
-auto jvp_impl(const E& e, const tangent<T>&... t) {
+KILN_STATEMENT auto jvp_impl(const E& e, const tangent<T>&... t) {
   (autodiff::check_wrt_value(t.x, "jvp"), ...);
   auto check_shape = [](const auto& p) {
     if (p.dx.empty() || p.dx.shape() != p.x.shape())

@@ -29,7 +29,7 @@ const scalar_expr<T>& materialize(const scalar_expr<T>& s) {
 }
 template <class Op, class... C>
 auto materialize(const expr_node<Op, C...>& n) {
-  return hana::unpack(n.children, [](const auto&... c) {
+  return hana::unpack(n.children(), [](const auto&... c) {
     return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(std::in_place,
                                                                            materialize(c)...);
   });
@@ -45,7 +45,7 @@ template <element T, class F>
 void visit_devices(const scalar_expr<T>&, F&&) {}
 template <class Op, class... C, class F>
 void visit_devices(const expr_node<Op, C...>& n, F&& f) {
-  hana::for_each(n.children, [&](const auto& c) { visit_devices(c, f); });
+  hana::for_each(n.children(), [&](const auto& c) { visit_devices(c, f); });
 }
 
 namespace detail {
