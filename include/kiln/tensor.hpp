@@ -25,9 +25,10 @@ struct range {
 struct axes {
   small_dims<std::int64_t> list;
   bool everything = true;
-  axes() = default;
-  axes(std::int64_t a) : list{a}, everything(false) {}
-  axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
+  // Calls where a reduction is written, not inlined code (see KILN_STATEMENT).
+  [[gnu::noinline]] axes() {}
+  [[gnu::noinline]] axes(std::int64_t a) : list{a}, everything(false) {}
+  [[gnu::noinline]] axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
 };
 // `all` keeps a whole dim when indexing; called, it is the all() reduction (reduce.hpp).
 struct all_t {

@@ -84,6 +84,11 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
                   std::to_string(params.size()) + " given, " + std::to_string(n) + " declared");
     if constexpr (n > 0) std::copy(params.begin(), params.end(), q.v.begin());
   }
+  reduce_node(const reduce_node&) = default;
+  reduce_node(reduce_node&&) = default;
+  reduce_node& operator=(const reduce_node&) = default;
+  reduce_node& operator=(reduce_node&&) = default;
+  [[gnu::noinline]] ~reduce_node() {} // a call, not inlined code, where the node was a temporary
   // The run-time parameters (a custom reduction's), for the evaluators and derivative rules.
   std::span<const double> params() const { return q.values(); }
 
@@ -178,8 +183,8 @@ inline constexpr reduction_info reduction_info_of{
 // fn(x, axes = everything, keepdims = false): the reduction R of expression x.
 #define KILN_REDUCTION_FUNCTION(fn, R)                                                             \
   template <class X>                                                                               \
-  requires ::kiln::expression<X>                                                                   \
-  auto fn(X&& x, ::kiln::axes over = {}, bool keepdims = false) {                                  \
+  requires ::kiln::expression<X> KILN_STATEMENT auto fn(X&& x, ::kiln::axes over = {},             \
+                                                        bool keepdims = false) {                   \
     return ::kiln::reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over),     \
                                                           keepdims);                               \
   }
