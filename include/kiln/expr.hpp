@@ -92,7 +92,7 @@ struct expr_node : expression_base<expr_node<Op, Children...>> {
     s_ = std::move(o.s_);
     return *this;
   }
-  [[gnu::noinline]] ~expr_node() { s_.~state(); }
+  KILN_STATEMENT ~expr_node() { s_.~state(); }
 
   const children_type& children() const noexcept { return s_.children; }
   const kiln::shape& out_shape() const noexcept { return s_.out_shape; }

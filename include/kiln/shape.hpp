@@ -20,8 +20,8 @@ template <class T>
 class small_dims {
 public:
   constexpr small_dims() = default;
-  // A call where a shape is written as {2, 3} (see KILN_STATEMENT).
-  [[gnu::noinline]] small_dims(std::initializer_list<T> il) { assign(il.begin(), il.end()); }
+  // A call where a shape is written as {2, 3}.
+  KILN_STATEMENT small_dims(std::initializer_list<T> il) { assign(il.begin(), il.end()); }
   template <class It>
   requires(!std::is_integral_v<It>) small_dims(It first, It last) { assign(first, last); }
   explicit small_dims(int n, T v = T{}) {

@@ -25,10 +25,10 @@ struct range {
 struct axes {
   small_dims<std::int64_t> list;
   bool everything = true;
-  // Calls where a reduction is written, not inlined code (see KILN_STATEMENT).
-  [[gnu::noinline]] axes() {}
-  [[gnu::noinline]] axes(std::int64_t a) : list{a}, everything(false) {}
-  [[gnu::noinline]] axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
+  // Calls where a reduction is written, not inlined code.
+  KILN_STATEMENT axes() {}
+  KILN_STATEMENT axes(std::int64_t a) : list{a}, everything(false) {}
+  KILN_STATEMENT axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
 };
 // `all` keeps a whole dim when indexing; called, it is the all() reduction (reduce.hpp).
 struct all_t {
@@ -217,7 +217,7 @@ public:
   }
 
   // --- reading (host)
-  [[gnu::noinline]] T item() const {
+  KILN_STATEMENT T item() const {
     require_storage("item");
     if (size() != 1)
       throw error("item", "tensor is not a scalar",
@@ -226,7 +226,7 @@ public:
   }
   std::vector<T> to_vector() const { return detail::to_vector(*this); }
   // One element by multi-index (bounds-checked).
-  [[gnu::noinline]] T at(std::initializer_list<std::int64_t> idx) const {
+  KILN_STATEMENT T at(std::initializer_list<std::int64_t> idx) const {
     require_storage("at");
     if (static_cast<int>(idx.size()) != rank())
       throw error("at", "wrong number of indices",
@@ -246,7 +246,7 @@ public:
 
   // --- moving between devices: a copy on `dev` (this tensor if it already lives there).
   // Reading a device tensor waits for the work queued before it; writing one does not.
-  [[gnu::noinline]] tensor to(const kiln::device& dev) const {
+  KILN_STATEMENT tensor to(const kiln::device& dev) const {
     require_storage("to");
     if (dev == device()) return *this;
     if (!device().is_host() && !dev.is_host()) return to(kiln::device{}).to(dev);
@@ -263,8 +263,8 @@ public:
   }
 
   // --- views: no copy, writes go to the same storage. Views, item(), at(), to() and clone()
-  // are calls, not inlined code, in the function that uses them (see KILN_STATEMENT).
-  [[gnu::noinline]] tensor reshape(const kiln::shape& s) const {
+  // are calls, not inlined code, in the function that uses them.
+  KILN_STATEMENT tensor reshape(const kiln::shape& s) const {
     require_storage("reshape");
     auto l = views::try_reshape(p_.layout, s);
     if (!l)
@@ -273,35 +273,35 @@ public:
                       "; call contiguous() first");
     return view(*l);
   }
-  [[gnu::noinline]] tensor transpose() const {
+  KILN_STATEMENT tensor transpose() const {
     return view("transpose", [&] { return views::transpose(p_.layout); });
   }
-  [[gnu::noinline]] tensor permute(std::initializer_list<std::int64_t> perm) const {
+  KILN_STATEMENT tensor permute(std::initializer_list<std::int64_t> perm) const {
     return view("permute",
                 [&] { return views::permute(p_.layout, std::span(perm.begin(), perm.size())); });
   }
-  [[gnu::noinline]] tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t len) const {
+  KILN_STATEMENT tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t len) const {
     return view("narrow", [&] { return views::narrow(p_.layout, dim, start, len); });
   }
-  [[gnu::noinline]] tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop,
-                                 std::int64_t step = 1) const {
+  KILN_STATEMENT tensor slice(std::int64_t dim, std::int64_t start, std::int64_t stop,
+                              std::int64_t step = 1) const {
     return view("slice", [&] { return views::slice(p_.layout, dim, start, stop, step); });
   }
-  [[gnu::noinline]] tensor squeeze() const {
+  KILN_STATEMENT tensor squeeze() const {
     return view("squeeze", [&] { return views::squeeze(p_.layout); });
   }
-  [[gnu::noinline]] tensor squeeze(std::int64_t dim) const {
+  KILN_STATEMENT tensor squeeze(std::int64_t dim) const {
     return view("squeeze", [&] { return views::squeeze(p_.layout, dim); });
   }
-  [[gnu::noinline]] tensor unsqueeze(std::int64_t dim) const {
+  KILN_STATEMENT tensor unsqueeze(std::int64_t dim) const {
     return view("unsqueeze", [&] { return views::unsqueeze(p_.layout, dim); });
   }
-  [[gnu::noinline]] tensor broadcast_to(const kiln::shape& s) const {
+  KILN_STATEMENT tensor broadcast_to(const kiln::shape& s) const {
     return view("broadcast_to", [&] { return views::broadcast_to(p_.layout, s); });
   }
   // t(1, kiln::all, kiln::range{0, 8, 2}, kiln::newaxis)
   template <index_arg... I>
-  [[gnu::noinline]] tensor operator()(I... idx) const {
+  KILN_STATEMENT tensor operator()(I... idx) const {
     require_storage("index");
     kiln::layout l = p_.layout;
     int dim = 0;
@@ -316,7 +316,7 @@ public:
   // A contiguous tensor with the same values: this one if it already is, else a copy.
   tensor contiguous() const { return is_contiguous() ? *this : clone(); }
   // A new contiguous tensor with a copy of the values.
-  [[gnu::noinline]] tensor clone() const {
+  KILN_STATEMENT tensor clone() const {
     require_storage("clone");
     tensor r(shape(), device());
     detail::assign(r, *this);

@@ -88,7 +88,7 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
   reduce_node(reduce_node&&) = default;
   reduce_node& operator=(const reduce_node&) = default;
   reduce_node& operator=(reduce_node&&) = default;
-  [[gnu::noinline]] ~reduce_node() {} // a call, not inlined code, where the node was a temporary
+  KILN_STATEMENT ~reduce_node() {} // a call where the node was a temporary
   // The run-time parameters (a custom reduction's), for the evaluators and derivative rules.
   std::span<const double> params() const { return q.values(); }
 
