@@ -28,12 +28,7 @@ public:
   device_kind kind() const noexcept { return kind_; }
   int index() const noexcept { return index_; }
   bool is_host() const noexcept { return kind_ == device_kind::host; }
-  std::string str() const {
-    static constexpr const char* names[] = {"host", "vulkan", "cuda", "metal"};
-    return kind_ == device_kind::host
-               ? "host"
-               : names[static_cast<int>(kind_)] + (":" + std::to_string(index_));
-  }
+  KILN_CORE_INLINE std::string str() const;
   friend bool operator==(const device&, const device&) = default;
 
 private:
@@ -44,6 +39,10 @@ private:
   device_kind kind_ = device_kind::host;
   int index_ = 0;
 };
+
+// The error of an op whose operand lives on `operand` while its target is on `target`.
+[[noreturn]] KILN_CORE_INLINE void refuse_mixed_devices(const char* op, const device& target,
+                                                        const device& operand);
 
 struct device_info {
   kiln::device device;

@@ -4,6 +4,20 @@
 
 namespace kiln {
 
+KILN_CORE_INLINE std::string device::str() const {
+  static constexpr const char* names[] = {"host", "vulkan", "cuda", "metal"};
+  return kind_ == device_kind::host
+             ? "host"
+             : names[static_cast<int>(kind_)] + (":" + std::to_string(index_));
+}
+
+KILN_CORE_INLINE void refuse_mixed_devices(const char* op, const device& target,
+                                           const device& operand) {
+  throw error(op, "operands live on different devices",
+              "target on " + target.str() + ", an operand on " + operand.str() +
+                  "; move it with .to(" + target.str() + ")");
+}
+
 KILN_CORE_INLINE device device::parse(std::string_view spec, const std::string& op) {
   if (spec == "host" || spec == "cpu") return device{};
   const auto colon = spec.find(':');

@@ -12,13 +12,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 namespace kiln {
 
@@ -29,9 +24,7 @@ public:
   // Threads used by a pass, the caller included (>= 1).
   int threads() const noexcept { return active_.load(std::memory_order_relaxed); }
   // Use fewer threads than were started (or more, up to the started count).
-  void set_threads(int n) {
-    active_.store(std::clamp(n, 1, static_cast<int>(workers_.size()) + 1));
-  }
+  KILN_CORE_INLINE void set_threads(int n);
 
   // Runs fn(task) for task in [0, tasks), spread over the active threads (at most
   // max_threads of them where that is given: a tuned pass). Only the one-thread case is
@@ -53,36 +46,27 @@ public:
   KILN_CORE_INLINE ~thread_pool();
 
   // Passes that woke workers since start (small passes run on the caller and don't count).
-  std::uint64_t parallel_passes() const noexcept { return parallel_passes_.load(); }
+  KILN_CORE_INLINE std::uint64_t parallel_passes() const noexcept;
 
   // KILN_NUM_THREADS (an integer in [1, 1024]; anything else is a kiln::error naming it),
   // else the hardware's thread count.
   KILN_CORE_INLINE static int default_threads();
 
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
 private:
   using job = void (*)(const void* fn, int task);
+  // The workers and what they synchronize on (thread_pool_impl.hpp): kept out of this
+  // header, which every file that includes kiln parses (<thread> and <condition_variable>
+  // bring in <chrono>).
+  struct state;
   KILN_CORE_INLINE explicit thread_pool(int n);
   // parallel_for's body: `tasks` calls of call(fn, t) over n > 1 threads.
   KILN_CORE_INLINE void run(int tasks, int n, job call, const void* fn);
-  KILN_CORE_INLINE static bool& in_worker();
-  KILN_CORE_INLINE void drain();
-  KILN_CORE_INLINE void work(int index);
 
-  std::vector<std::thread> workers_;
   std::atomic<int> active_;
-  std::mutex busy_; // one pass at a time
-  std::mutex m_;
-  std::condition_variable cv_, done_cv_;
-  job call_ = nullptr; // the current pass's function and its argument
-  const void* fn_ = nullptr;
-  int tasks_ = 0, helpers_ = 0;
-  std::vector<char> asleep_;    // per worker: waiting on cv_ (under m_)
-  std::atomic<int> running_{0}; // helpers inside the current pass (changed under m_)
-  bool open_ = false;           // helpers may still join the current pass
-  std::atomic<int> next_{0};
-  std::atomic<std::uint64_t> parallel_passes_{0};
-  std::atomic<std::uint64_t> generation_{0}; // passes started (changed under m_)
-  std::atomic<bool> stop_{false};
+  std::unique_ptr<state> s_;
 };
 
 // Number of threads host passes use; KILN_NUM_THREADS sets the start value.

@@ -1,9 +1,13 @@
 #pragma once
-// The thread pool's non-template members (declared in thread_pool.hpp; see kiln/linkage.hpp
-// for where they are compiled).
+// The thread pool's non-template members and its state (declared in thread_pool.hpp; see
+// kiln/linkage.hpp for where they are compiled).
 #include "kiln/eval/thread_pool.hpp"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace kiln {
 
@@ -21,7 +25,65 @@ bool spin_until(Ready&& ready) {
     if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return false;
   }
 }
+
+KILN_CORE_INLINE bool& in_pool_worker() {
+  thread_local bool flag = false;
+  return flag;
+}
 } // namespace detail
+
+struct thread_pool::state {
+  std::vector<std::thread> workers;
+  std::mutex busy; // one pass at a time
+  std::mutex m;
+  std::condition_variable cv, done_cv;
+  job call = nullptr; // the current pass's function and its argument
+  const void* fn = nullptr;
+  int tasks = 0, helpers = 0;
+  std::vector<char> asleep;    // per worker: waiting on cv (under m)
+  std::atomic<int> running{0}; // helpers inside the current pass (changed under m)
+  bool open = false;           // helpers may still join the current pass
+  std::atomic<int> next{0};
+  std::atomic<std::uint64_t> parallel_passes{0};
+  std::atomic<std::uint64_t> generation{0}; // passes started (changed under m)
+  std::atomic<bool> stop{false};
+
+  void drain() {
+    for (int t; (t = next.fetch_add(1)) < tasks;)
+      call(fn, t);
+  }
+
+  void work(int index) {
+    detail::in_pool_worker() = true;
+    std::uint64_t seen = 0;
+    for (;;) {
+      // A new pass is a new generation: watched without the lock for a while, then asleep.
+      detail::spin_until([&] {
+        return generation.load(std::memory_order_acquire) != seen ||
+               stop.load(std::memory_order_relaxed);
+      });
+      {
+        std::unique_lock<std::mutex> lk(m);
+        const auto ready = [&] {
+          return stop.load(std::memory_order_relaxed) ||
+                 (generation.load(std::memory_order_relaxed) != seen && index < helpers);
+        };
+        if (!ready()) {
+          asleep[std::size_t(index)] = 1;
+          cv.wait(lk, ready);
+          asleep[std::size_t(index)] = 0;
+        }
+        if (stop.load(std::memory_order_relaxed)) return;
+        seen = generation.load(std::memory_order_relaxed);
+        if (!open) continue; // arrived after the caller took the last task
+        running.fetch_add(1, std::memory_order_relaxed);
+      }
+      drain();
+      std::lock_guard<std::mutex> lk(m);
+      if (running.fetch_sub(1, std::memory_order_release) == 1 && !open) done_cv.notify_one();
+    }
+  }
+};
 
 KILN_CORE_INLINE thread_pool& thread_pool::instance() {
   static thread_pool pool(default_threads());
@@ -33,101 +95,69 @@ KILN_CORE_INLINE int thread_pool::default_threads() {
   return static_cast<int>(settings::integer("KILN_NUM_THREADS", hw, 1, 1024));
 }
 
-KILN_CORE_INLINE thread_pool::thread_pool(int n)
-    : active_(n), asleep_(std::size_t(std::max(n - 1, 0)), 0) {
+KILN_CORE_INLINE thread_pool::thread_pool(int n) : active_(n), s_(std::make_unique<state>()) {
+  s_->asleep.assign(std::size_t(std::max(n - 1, 0)), 0);
   for (int i = 0; i + 1 < n; ++i)
-    workers_.emplace_back([this, i] { work(i); });
+    s_->workers.emplace_back([st = s_.get(), i] { st->work(i); });
 }
 
 KILN_CORE_INLINE thread_pool::~thread_pool() {
   {
-    std::lock_guard<std::mutex> lk(m_);
-    stop_.store(true);
+    std::lock_guard<std::mutex> lk(s_->m);
+    s_->stop.store(true);
   }
-  cv_.notify_all();
-  for (auto& w : workers_)
+  s_->cv.notify_all();
+  for (auto& w : s_->workers)
     w.join();
 }
 
-KILN_CORE_INLINE bool& thread_pool::in_worker() {
-  thread_local bool flag = false;
-  return flag;
+KILN_CORE_INLINE void thread_pool::set_threads(int n) {
+  active_.store(std::clamp(n, 1, static_cast<int>(s_->workers.size()) + 1));
 }
 
-KILN_CORE_INLINE void thread_pool::drain() {
-  for (int t; (t = next_.fetch_add(1)) < tasks_;)
-    call_(fn_, t);
+KILN_CORE_INLINE std::uint64_t thread_pool::parallel_passes() const noexcept {
+  return s_->parallel_passes.load();
 }
 
 KILN_CORE_INLINE void thread_pool::run(int tasks, int n, job call, const void* fn) {
+  state& s = *s_;
   // From inside a worker, or while another user thread's pass runs: on this thread alone.
-  if (in_worker() || !busy_.try_lock()) {
+  if (detail::in_pool_worker() || !s.busy.try_lock()) {
     for (int t = 0; t < tasks; ++t)
       call(fn, t);
     return;
   }
-  std::lock_guard<std::mutex> own(busy_, std::adopt_lock);
-  parallel_passes_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> own(s.busy, std::adopt_lock);
+  s.parallel_passes.fetch_add(1, std::memory_order_relaxed);
   bool wake;
   {
-    std::lock_guard<std::mutex> lk(m_);
-    call_ = call;
-    fn_ = fn;
-    tasks_ = tasks;
-    next_.store(0);
-    helpers_ = n - 1;
-    open_ = true;
-    generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    std::lock_guard<std::mutex> lk(s.m);
+    s.call = call;
+    s.fn = fn;
+    s.tasks = tasks;
+    s.next.store(0);
+    s.helpers = n - 1;
+    s.open = true;
+    s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     // Spinning workers see the new generation by themselves; only a sleeping one that
     // takes part is worth a wake-up.
-    wake =
-        std::find(asleep_.begin(), asleep_.begin() + (n - 1), char(1)) != asleep_.begin() + (n - 1);
+    wake = std::find(s.asleep.begin(), s.asleep.begin() + (n - 1), char(1)) !=
+           s.asleep.begin() + (n - 1);
   }
-  if (wake) cv_.notify_all();
-  drain();
+  if (wake) s.cv.notify_all();
+  s.drain();
   // Every task is taken. Helpers that have not joined yet are not waited for: they find the
   // pass closed. Waiting for a wake-up that brings no work made a pass on two threads
   // slower than on one (issue 13). Those still running finish soon: spin, then sleep.
   {
-    std::lock_guard<std::mutex> lk(m_);
-    open_ = false;
+    std::lock_guard<std::mutex> lk(s.m);
+    s.open = false;
   }
-  detail::spin_until([&] { return running_.load(std::memory_order_acquire) == 0; });
-  std::unique_lock<std::mutex> lk(m_);
-  done_cv_.wait(lk, [&] { return running_.load(std::memory_order_relaxed) == 0; });
-  call_ = nullptr;
-  fn_ = nullptr;
-}
-
-KILN_CORE_INLINE void thread_pool::work(int index) {
-  in_worker() = true;
-  std::uint64_t seen = 0;
-  for (;;) {
-    // A new pass is a new generation: watched without the lock for a while, then asleep.
-    detail::spin_until([&] {
-      return generation_.load(std::memory_order_acquire) != seen ||
-             stop_.load(std::memory_order_relaxed);
-    });
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      const auto ready = [&] {
-        return stop_.load(std::memory_order_relaxed) ||
-               (generation_.load(std::memory_order_relaxed) != seen && index < helpers_);
-      };
-      if (!ready()) {
-        asleep_[std::size_t(index)] = 1;
-        cv_.wait(lk, ready);
-        asleep_[std::size_t(index)] = 0;
-      }
-      if (stop_.load(std::memory_order_relaxed)) return;
-      seen = generation_.load(std::memory_order_relaxed);
-      if (!open_) continue; // arrived after the caller took the last task
-      running_.fetch_add(1, std::memory_order_relaxed);
-    }
-    drain();
-    std::lock_guard<std::mutex> lk(m_);
-    if (running_.fetch_sub(1, std::memory_order_release) == 1 && !open_) done_cv_.notify_one();
-  }
+  detail::spin_until([&] { return s.running.load(std::memory_order_acquire) == 0; });
+  std::unique_lock<std::mutex> lk(s.m);
+  s.done_cv.wait(lk, [&] { return s.running.load(std::memory_order_relaxed) == 0; });
+  s.call = nullptr;
+  s.fn = nullptr;
 }
 
 } // namespace kiln
