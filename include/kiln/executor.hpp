@@ -115,19 +115,25 @@ struct executor_state {
 };
 
 // An expression type lowered for one specialization: the leaf pattern (which leaves are
-// the same tensor), contiguous or strided over `rank` merged dims, 32- or 64-bit indices.
+// the same tensor), contiguous or strided over `rank` merged dims, 32- or 64-bit indices,
+// and which of the pass's outputs it computes (`outputs`, empty: all of them; a kiln::eval
+// with outputs of several shapes runs one kernel per shape).
 class lowered_pass {
 public:
-  lowered_pass(std::vector<std::int16_t> p, bool s, int r, bool w, ir::kernel_ir code)
-      : pattern(std::move(p)), strided(s), rank(r), wide(w), ir(std::move(code)) {}
+  lowered_pass(std::vector<std::int16_t> p, bool s, int r, bool w, ir::kernel_ir code,
+               std::vector<bool> o = {})
+      : pattern(std::move(p)), strided(s), rank(r), wide(w), outputs(std::move(o)),
+        ir(std::move(code)) {}
   const std::vector<std::int16_t> pattern;
   const bool strided;
   const int rank;
   const bool wide;
+  const std::vector<bool> outputs;
   const ir::kernel_ir ir;
 
-  bool matches(const std::vector<std::int16_t>& p, bool s, int r, bool w) const {
-    return strided == s && rank == r && wide == w && pattern == p;
+  bool matches(const std::vector<std::int16_t>& p, bool s, int r, bool w,
+               const std::vector<bool>& o) const {
+    return strided == s && rank == r && wide == w && pattern == p && outputs == o;
   }
   // The state `owner` (an executor) keeps for this lowering, made by `make` on first use;
   // `make` runs outside the lock (it compiles), and a racing thread's result is dropped.
@@ -161,11 +167,12 @@ struct lowering_table {
   // The entry for this specialization, lowered by `lower()` on first use.
   template <class Lower>
   const lowered_pass& find(const std::vector<std::int16_t>& pattern, bool strided, int rank,
-                           bool wide, Lower&& lower) {
+                           bool wide, Lower&& lower, const std::vector<bool>& outputs = {}) {
     std::lock_guard lock(mutex);
     for (const auto& e : entries)
-      if (e->matches(pattern, strided, rank, wide)) return *e;
-    entries.push_back(std::make_unique<lowered_pass>(pattern, strided, rank, wide, lower()));
+      if (e->matches(pattern, strided, rank, wide, outputs)) return *e;
+    entries.push_back(
+        std::make_unique<lowered_pass>(pattern, strided, rank, wide, lower(), outputs));
     return *entries.back();
   }
 };

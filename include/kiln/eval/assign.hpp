@@ -65,18 +65,18 @@ kiln::device device_of(const E& e) {
 template <class E>
 void check_devices(const E& e, const kiln::device& where, const char* op) {
   visit_devices(e, [&](const kiln::device& x) {
-    if (x != where)
-      throw error(op, "operands live on different devices",
-                  "target on " + where.str() + ", an operand on " + x.str() +
-                      "; move it with .to(" + where.str() + ")");
+    if (x != where) refuse_mixed_devices(op, where, x);
   });
 }
 
 // A pass on a GPU device (eval/device_pass.hpp, included at the end): outputs of one shape on
 // one device, computed together, after the planner below has made sure that no target
-// overlaps what any output reads (else everything goes through temporaries).
+// overlaps what any output reads (else everything goes through temporaries); of them, those
+// marked in `active` (one shape of a kiln::eval's several).
 template <class... O>
 void device_run(const O&... outs);
+template <class... O>
+void device_run_outputs(std::span<const bool> active, const O&... outs);
 
 // One output of a pass: where it goes and the expression that fills it, both outliving the
 // pass (a copy of the target's handle cost a reference count per statement).
@@ -146,69 +146,10 @@ void execute(const O&... outs) {
   }
 }
 
-// On a GPU device, outputs of several shapes: those that are a copy of a tensor (a
-// reduction's result after materialize, as a rank-0 loss beside its gradients) are set
-// apart, and the others run as one kernel (they must share a shape). The copies' values
-// are taken before and written after it.
+// Runs outputs that need no temporaries: of one shape, as execute(); of several, one pass
+// per shape (one kernel each on a device), the host and every device alike.
 template <class Tup, std::size_t... I>
-void device_split(const Tup& outs, std::index_sequence<I...>) {
-  static constexpr bool copy[] = {is_tensor_v<typename std::tuple_element_t<I, Tup>::expr_type>...};
-  static constexpr std::size_t n_fused = (std::size_t{!copy[I]} + ...);
-  std::string shapes;
-  ((shapes += (I ? ", " : "") + std::get<I>(outs).dst.shape().str()), ...);
-  const auto mixed = [&] {
-    return error("eval",
-                 "on a GPU device, the outputs of one kiln::eval must have one shape (a "
-                 "reduction's result excepted)",
-                 "shapes " + shapes + " on " + std::get<0>(outs).dst.device().str());
-  };
-  if constexpr (n_fused == sizeof...(I)) {
-    throw mixed();
-  } else {
-    static constexpr auto fused = [] {
-      std::array<std::size_t, n_fused> a{};
-      std::size_t k = 0;
-      for (std::size_t i = 0; i < sizeof...(I); ++i)
-        if (!copy[i]) a[k++] = i;
-      return a;
-    }();
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      if constexpr (sizeof...(K) > 0)
-        if (!((std::get<fused[K]>(outs).dst.shape() == std::get<fused[0]>(outs).dst.shape()) &&
-              ...))
-          throw mixed();
-    }
-    (std::make_index_sequence<n_fused>{});
-    const auto values = std::make_tuple([&] {
-      if constexpr (copy[I])
-        return std::get<I>(outs).expr->clone();
-      else
-        return 0;
-    }()...);
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      if constexpr (sizeof...(K) > 0)
-        run_outputs(std::make_tuple(std::get<fused[K]>(outs)...), std::index_sequence<K...>{});
-    }
-    (std::make_index_sequence<n_fused>{});
-    (
-        [&] {
-          if constexpr (copy[I]) {
-            using O = std::tuple_element_t<I, Tup>;
-            const auto& v = std::get<I>(values);
-            run_outputs(
-                std::make_tuple(pass_output<typename O::dst_type, std::remove_cvref_t<decltype(v)>>{
-                    std::get<I>(outs).dst, &v}),
-                std::index_sequence<0>{});
-          }
-        }(),
-        ...);
-  }
-}
-
-// Runs outputs that need no temporaries: of one shape, as execute(); of several, on the
-// host one pass per shape, on a device device_split.
-template <class Tup, std::size_t... I>
-void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
+void execute_outputs(const Tup& outs, std::index_sequence<I...>) {
   const kiln::shape& s = std::get<0>(outs).dst.shape();
   if (((std::get<I>(outs).dst.shape() == s) && ...)) {
     execute(std::get<I>(outs)...);
@@ -216,7 +157,8 @@ void execute_outputs(const Tup& outs, std::index_sequence<I...> seq) {
     run_by_shape([&](const auto& group) { host_run(group, std::get<I>(outs)...); },
                  std::array<kiln::shape, sizeof...(I)>{std::get<I>(outs).dst.shape()...});
   } else {
-    if constexpr (sizeof...(I) > 1) device_split(outs, seq);
+    run_by_shape([&](const auto& group) { device_run_outputs(group, std::get<I>(outs)...); },
+                 std::array<kiln::shape, sizeof...(I)>{std::get<I>(outs).dst.shape()...});
   }
 }
 
@@ -322,9 +264,10 @@ decltype(auto) materialized(const E& e) {
 }
 } // namespace detail
 
-// Several outputs in one pass: kiln::eval(r1 = e1, r2 = e2). All targets must have one
-// shape. If a target overlaps an input or another target through a different layout,
-// every output is computed into a temporary first.
+// Several outputs at once: kiln::eval(r1 = e1, r2 = e2). Outputs of one shape share a pass
+// (a kernel on a device), those of several run one pass per shape, all from the values before
+// the call: if a target overlaps an input or another target where that could change what an
+// output reads, every output is computed into a temporary first.
 template <element... D, class... E>
 KILN_STATEMENT void eval(pending_assign<D, E>&&... p) {
   static_assert(sizeof...(D) >= 1, "kiln::eval needs at least one assignment");

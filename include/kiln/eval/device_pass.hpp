@@ -27,27 +27,36 @@ KILN_CORE_INLINE bool is_strided(const kiln::shape& extents,
 KILN_CORE_INLINE std::span<const std::uint64_t> scalar_bits(const ir::leaf_table& lt,
                                                             std::vector<std::uint64_t>& bits);
 
-// A pass on a device: `targets` (of one shape, `shape`) computing the expressions described
-// by `exprs`, whose leaves are `leaves` and `scalars` one expression after another; the
-// lowerings of this tuple of expression types are kept in `table`.
-KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const flat_leaf> targets,
-                                      const kiln::shape& shape,
-                                      std::span<const ir::expr_description> exprs,
-                                      std::span<const flat_leaf> leaves,
-                                      std::span<const flat_scalar> scalars);
+// A pass on a device: `targets` computing the expressions described by `exprs`, whose
+// leaves are `leaves` and `scalars` one expression after another; only the outputs marked in
+// `active` (all where it is empty), which have one shape, `shape`. The lowerings of this
+// tuple of expression types are kept in `table`.
+KILN_CORE_INLINE void
+run_device_pass(lowering_table& table, std::span<const flat_leaf> targets, const kiln::shape& shape,
+                std::span<const ir::expr_description> exprs, std::span<const flat_leaf> leaves,
+                std::span<const flat_scalar> scalars, std::span<const bool> active = {});
 
-// The GPU executor's entry: outputs of one shape on one device, computed together, after
-// the planner has made sure that no target overlaps what any output reads.
+// The GPU executor's entry: outputs on one device, after the planner has made sure that no
+// target overlaps what any output reads; those marked in `active` (of one shape) computed
+// together, or all of them (then of one shape) where it is empty.
 template <class... O>
-void device_run(const O&... outs) {
+void device_run_outputs(std::span<const bool> active, const O&... outs) {
   const flat_pass<typename O::expr_type...> flat(*outs.expr...);
   const std::array<flat_leaf, sizeof...(O)> targets{
       flat_leaf{outs.dst.storage().get(), &outs.dst.layout(), dtype_of<typename O::dst_type>()}...};
   static constexpr std::array<ir::expr_description, sizeof...(O)> exprs{
       ir::described<typename O::expr_type>...};
   using key = std::tuple<typename O::dst_type..., typename O::expr_type...>;
-  run_device_pass(lowerings_of<key>(), targets, std::get<0>(std::tie(outs...)).dst.shape(), exprs,
-                  flat.leaf_span(), flat.scalar_span());
+  const kiln::shape* shapes[] = {&outs.dst.shape()...};
+  std::size_t first = 0;
+  while (!active.empty() && !active[first])
+    ++first;
+  run_device_pass(lowerings_of<key>(), targets, *shapes[first], exprs, flat.leaf_span(),
+                  flat.scalar_span(), active);
+}
+template <class... O>
+void device_run(const O&... outs) {
+  device_run_outputs({}, outs...);
 }
 
 } // namespace kiln::detail

@@ -3,6 +3,7 @@
 // kiln/linkage.hpp for where they are compiled).
 #include "kiln/eval/device_pass.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -37,14 +38,12 @@ KILN_CORE_INLINE std::span<const std::uint64_t> scalar_bits(const ir::leaf_table
   return bits;
 }
 
-KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const flat_leaf> targets,
-                                      const kiln::shape& shape,
-                                      std::span<const ir::expr_description> exprs,
-                                      std::span<const flat_leaf> leaves,
-                                      std::span<const flat_scalar> scalars) {
+KILN_CORE_INLINE void
+run_device_pass(lowering_table& table, std::span<const flat_leaf> targets, const kiln::shape& shape,
+                std::span<const ir::expr_description> exprs, std::span<const flat_leaf> leaves,
+                std::span<const flat_scalar> scalars, std::span<const bool> active) {
   const std::int64_t n = numel(shape);
   if (n == 0) return;
-  device_executor& ex = executor_of(*targets[0].storage, "eval");
 
   // Reused by every pass of a thread: a pass allocates nothing once they have grown. One
   // thread_local object: in the runtime library (position-independent code) each one costs
@@ -55,6 +54,9 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
     std::vector<const storage*> stores;
     std::vector<const layout*> layouts;
     std::vector<std::uint64_t> bits;
+    std::vector<flat_leaf> targets;          // the active outputs'
+    std::vector<ir::expr_description> exprs; // the active outputs'
+    std::vector<bool> outputs;               // which are active: empty, all of them
   };
   thread_local state st;
   // (References, not a structured binding: clang 14 cannot capture those in a lambda.)
@@ -63,8 +65,29 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
   std::vector<const storage*>& stores = st.stores;
   std::vector<const layout*>& layouts = st.layouts;
   lt.clear();
-  for (const auto& e : exprs)
-    lt.add(e, leaves, scalars);
+  std::vector<bool>& outputs = st.outputs;
+  outputs.clear();
+  if (std::find(active.begin(), active.end(), false) != active.end()) {
+    // One shape of a kiln::eval's several: the other outputs' leaves are skipped, and the
+    // lowering is keyed by which outputs it computes.
+    outputs.assign(active.begin(), active.end());
+    st.targets.clear();
+    st.exprs.clear();
+    for (std::size_t k = 0; k < exprs.size(); ++k)
+      if (active[k]) {
+        lt.add(exprs[k], leaves, scalars);
+        st.targets.push_back(targets[k]);
+        st.exprs.push_back(exprs[k]);
+      } else {
+        ir::leaf_table::skip(exprs[k], leaves, scalars);
+      }
+    targets = st.targets;
+    exprs = st.exprs;
+  } else {
+    for (const auto& e : exprs)
+      lt.add(e, leaves, scalars);
+  }
+  device_executor& ex = executor_of(*targets[0].storage, "eval");
 
   space.strides.clear();
   stores.clear();
@@ -81,13 +104,16 @@ KILN_CORE_INLINE void run_device_pass(lowering_table& table, std::span<const fla
   const int rank = space.extents.size();
   const bool wide = needs_wide_index(n, lt.inputs, stores);
 
-  const lowered_pass& lowered = table.find(lt.pattern, strided, rank, wide, [&] {
-    ++lowering_count();
-    std::vector<dtype> types; // the outputs' dtypes: needed only to lower
-    for (const auto& t : targets)
-      types.push_back(t.type);
-    return ir::lower(types, lt.pattern, strided, rank, wide, exprs);
-  });
+  const lowered_pass& lowered = table.find(
+      lt.pattern, strided, rank, wide,
+      [&] {
+        ++lowering_count();
+        std::vector<dtype> types; // the outputs' dtypes: needed only to lower
+        for (const auto& t : targets)
+          types.push_back(t.type);
+        return ir::lower(types, lt.pattern, strided, rank, wide, exprs);
+      },
+      outputs);
   ex.run(device_pass{lowered, lt.inputs, scalar_bits(lt, st.bits), space.extents, space.strides, n,
                      stores, layouts});
 }

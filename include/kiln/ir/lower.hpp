@@ -44,6 +44,11 @@ struct leaf_table {
   // and `scalars` (its flat lists, eval/flat.hpp), which are advanced past them.
   KILN_CORE_INLINE void add(const expr_description& e, std::span<const detail::flat_leaf>& leaves,
                             std::span<const detail::flat_scalar>& scalars);
+  // Advances `leaves` and `scalars` past those of an expression of description `e`, adding
+  // nothing (an output another kernel computes).
+  KILN_CORE_INLINE static void skip(const expr_description& e,
+                                    std::span<const detail::flat_leaf>& leaves,
+                                    std::span<const detail::flat_scalar>& scalars);
 };
 
 // The IR of a pass: outputs of dtypes `outs`, output k computing the expression of

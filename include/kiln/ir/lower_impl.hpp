@@ -60,6 +60,16 @@ KILN_CORE_INLINE void leaf_table::add(const expr_description& e,
   values = values.subspan(s);
 }
 
+KILN_CORE_INLINE void leaf_table::skip(const expr_description& e,
+                                       std::span<const detail::flat_leaf>& leaves,
+                                       std::span<const detail::flat_scalar>& values) {
+  std::size_t l = 0, s = 0;
+  for (const leaf_desc& d : e.leaves)
+    ++(d.code == ir_code::load ? l : s);
+  leaves = leaves.subspan(l);
+  values = values.subspan(s);
+}
+
 KILN_CORE_INLINE kernel_ir lower(std::span<const dtype> outs,
                                  const std::vector<std::int16_t>& pattern, bool strided, int rank,
                                  bool wide_index, std::span<const expr_description> exprs) {
