@@ -30,7 +30,8 @@ auto math(const tensor<T>& x, const tensor<T>& y) {
   return std::make_tuple(exp(x), exp2(x), expm1(x), log(x), log2(x), log10(x), log1p(x), sqrt(x),
                          rsqrt(x), cbrt(x), sin(x), cos(x), tan(x), asin(x), acos(x), atan(x),
                          sinh(x), cosh(x), tanh(x), asinh(x), acosh(x), atanh(x), erf(x), erfc(x),
-                         sigmoid(x), pow(x, y), atan2(x, y), fmod(x, y));
+                         sigmoid(x), pow(x, y), atan2(x, y), fmod(x, y), gelu(x), gelu_tanh(x),
+                         silu(x), softplus(x), leaky_relu(x, y));
 }
 
 template <class T>
@@ -44,7 +45,8 @@ template <class T>
 auto numbers(const tensor<T>& x, const tensor<T>& y, const tensor<T>& z) {
   using namespace kiln;
   return std::make_tuple(x + y, x - y, x * y, x / y, x % y, -x, abs(x), sign(x), maximum(x, y),
-                         minimum(x, y), clamp(x, y, z), floor(x), ceil(x), round(x), trunc(x));
+                         minimum(x, y), clamp(x, y, z), floor(x), ceil(x), round(x), trunc(x),
+                         relu(x));
 }
 
 template <class T>

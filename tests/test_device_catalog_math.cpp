@@ -36,6 +36,14 @@ KILN_MATH1(atanh, -1, 1, 16)
 KILN_MATH1(erf, -4, 4, 16)
 KILN_MATH1(erfc, -3, 10, 16)
 KILN_MATH1(sigmoid, -30, 30, 8)
+// The activations (ops/activation.hpp): the sum of both sides' bounds for the math they
+// call, and gelu's computed argument (-x/sqrt 2; the cubic of the tanh form) carried through
+// the function: up to 9 ulps at -3.
+KILN_MATH1(gelu, -3, 10, 64)
+KILN_MATH1(gelu_tanh, -3, 10, 64)
+KILN_MATH1(silu, -30, 30, 24)
+KILN_MATH1(softplus, -30, 30, 24)
+KILN_MATH1(relu, -10, 10, 0)
 KILN_MATH1(floor, -1e4, 1e4, 0)
 KILN_MATH1(ceil, -1e4, 1e4, 0)
 KILN_MATH1(round, -1e4, 1e4, 0)
@@ -50,6 +58,9 @@ TEMPLATE_TEST_CASE("device catalog: pow, atan2, fmod", "[vulkan][cuda][metal][ca
       "atan2", 8, [](const auto& a, const auto& b) { return kiln::atan2(a, b); }, y, x);
   check(
       "fmod", 0, [](const auto& a, const auto& b) { return kiln::fmod(a, b); }, y, x);
+  check(
+      "leaky_relu", 0, [](const auto& a, const auto& b) { return kiln::leaky_relu(a, b); }, y,
+      values<TestType>(0, 1));
 }
 
 TEMPLATE_TEST_CASE("device catalog: math on 16-bit floats and integers",

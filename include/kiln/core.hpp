@@ -9,6 +9,7 @@
 #include "kiln/expr.hpp"
 #include "kiln/half.hpp"
 #include "kiln/instances.hpp"
+#include "kiln/ops/activation.hpp"
 #include "kiln/ops/arithmetic.hpp"
 #include "kiln/ops/compare.hpp"
 #include "kiln/ops/logical.hpp"
