@@ -6,6 +6,7 @@
 #include "vulkan_support.hpp" // first: it registers a Catch listener
 
 #include "cuda_support.hpp"
+#include "grad_support.hpp"
 #include "metal_support.hpp"
 
 #include <cmath>
@@ -13,33 +14,22 @@
 
 namespace {
 
-std::vector<float> random_floats(std::size_t n, double lo, double hi) {
-  return test::uniform<float>(n, lo, hi);
-}
-
+// A tensor's values on the host, in double (grad_support.hpp compares doubles).
 template <class T>
-std::vector<T> read(const kiln::tensor<T>& t) {
-  return t.to(kiln::device{}).to_vector();
+std::vector<double> read(const kiln::tensor<T>& t) {
+  const std::vector<T> v = t.to(kiln::device{}).to_vector();
+  return std::vector<double>(v.begin(), v.end());
 }
 
-// |got - want| <= tol (1 + |want|), element by element.
-void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol,
-                 const char* what) {
-  INFO(what);
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": " << got[i] << " against " << want[i]);
-    CHECK(std::abs(double(got[i]) - want[i]) <= tol * (1 + std::abs(want[i])));
-  }
-}
+using grad_test::check_close; // relative to max(1, |want|), the worst element reported
 
 // The program: logistic loss of z = sum(x * w, 1) + b, its gradients in w and b,
 // filled by one kiln::eval on `dev`.
 void logistic(const kiln::device& dev) {
   const std::int64_t n = 16, d = 8;
-  const auto xv = random_floats(n * d, -2, 2), wv = random_floats(d, -1, 1);
+  const auto xv = test::uniform<float>(n * d, -2, 2), wv = test::uniform<float>(d, -1, 1);
   const auto yv = test::integers<float>(n, 0, 1);
-  const float bv = random_floats(1, -0.5, 0.5)[0];
+  const float bv = test::uniform<float>(1, -0.5, 0.5)[0];
   const kiln::tensor<float> x = kiln::from(xv, {n, d}).to(dev), w = kiln::from(wv, {d}).to(dev),
                             y = kiln::from(yv, {n}).to(dev);
   kiln::tensor<float> b = kiln::zeros<float>({}, dev);
@@ -75,9 +65,9 @@ void logistic(const kiln::device& dev) {
 // loss and its gradients in all four (ranks 0 to 3) from one kiln::eval, five shapes.
 void every_rank(const kiln::device& dev) {
   const std::int64_t I = 3, J = 4, K = 5;
-  const auto tv = random_floats(I * J * K, -1.5, 1.5), mv = random_floats(J * K, -1.5, 1.5),
-             vv = random_floats(K, -1.5, 1.5);
-  const float av = random_floats(1, -2, 2)[0];
+  const auto tv = test::uniform<float>(I * J * K, -1.5, 1.5),
+             mv = test::uniform<float>(J * K, -1.5, 1.5), vv = test::uniform<float>(K, -1.5, 1.5);
+  const float av = test::uniform<float>(1, -2, 2)[0];
   const kiln::tensor<float> t = kiln::from(tv, {I, J, K}).to(dev),
                             m = kiln::from(mv, {J, K}).to(dev), v = kiln::from(vv, {K}).to(dev);
   kiln::tensor<float> a = kiln::zeros<float>({}, dev);
@@ -117,7 +107,7 @@ void every_rank(const kiln::device& dev) {
 // and every output's input, and q a target and an input of p's.
 void aliasing(const kiln::device& dev) {
   const std::int64_t R = 4, C = 5;
-  const auto pv = random_floats(R * C, -3, 3), qv = random_floats(C, -3, 3);
+  const auto pv = test::uniform<float>(R * C, -3, 3), qv = test::uniform<float>(C, -3, 3);
   kiln::tensor<float> p = kiln::from(pv, {R, C}).to(dev), q = kiln::from(qv, {C}).to(dev),
                       s = kiln::zeros<float>({}, dev);
   kiln::eval(q = kiln::sum(p, 0) * 0.5f, p = p * 2.0f + q, s = kiln::sum(q) + kiln::max(p));
@@ -141,8 +131,8 @@ void aliasing(const kiln::device& dev) {
 // types, so nothing was lowered before) lower three passes on a device, and a second call none.
 void grouping(const kiln::device& dev) {
   const std::int64_t R = 6, C = 7;
-  const auto xv = random_floats(R * C, -1, 1), vv = random_floats(C, -1, 1),
-             uv = random_floats(R, -1, 1);
+  const auto xv = test::uniform<float>(R * C, -1, 1), vv = test::uniform<float>(C, -1, 1),
+             uv = test::uniform<float>(R, -1, 1);
   const kiln::tensor<float> x = kiln::from(xv, {R, C}).to(dev), v = kiln::from(vv, {C}).to(dev),
                             u = kiln::from(uv, {R, 1}).to(dev);
   kiln::tensor<float> o1 = kiln::zeros<float>({R, C}, dev), o2 = kiln::zeros<float>({C}, dev),
@@ -192,7 +182,7 @@ struct mlp {
     return kiln::mean(kiln::softplus(z) - y * z);
   }
   // The loss and the four gradients, as host vectors.
-  std::vector<std::vector<T>> step_values() const {
+  std::vector<std::vector<double>> step_values() const {
     const auto f = loss();
     auto [dW1, db1, dw2, db2] = kiln::grad(f, W1, b1, w2, b2);
     const kiln::device dev = x.device();
@@ -208,8 +198,7 @@ void mlp_training(const kiln::device& dev) {
   const std::uint64_t seed = std::uint64_t(test::draw(1, 1 << 20));
   const mlp<float> m(dev, seed, 64, 6, 5);
   const mlp<double> ref(kiln::device{}, seed, 64, 6, 5);
-  const auto got = m.step_values();
-  const auto want = ref.step_values();
+  const auto got = m.step_values(), want = ref.step_values();
   const char* names[] = {"loss", "dW1", "db1", "dw2", "db2"};
   for (std::size_t i = 0; i < got.size(); ++i)
     check_close(got[i], want[i], 2e-5, names[i]);
