@@ -3,6 +3,8 @@
 // (see kiln/linkage.hpp): compiled once, by <kiln/jit/src.hpp>, where KILN_COMPILED_CORE is
 // defined.
 #include "kiln/backend_impl.hpp"
+#include "kiln/contractions/form_impl.hpp"
+#include "kiln/contractions/gemm_impl.hpp"
 #include "kiln/core.hpp"
 #include "kiln/device_impl.hpp"
 #include "kiln/error_impl.hpp"

@@ -1,0 +1,51 @@
+#pragma once
+// A product on a GPU device, as the device's fused reduction: C[.., i, j] is the sum over k
+// of A[.., i, k] * B[.., k, j], read through broadcast views of both operands (stride 0
+// along the dim each does not have), so every device that runs reductions runs products,
+// with the reductions' bounded loops, edges of any size and accumulators (f32 sums in f64
+// where the device has it). Operand expressions are evaluated into a tensor first.
+// A tiled kernel of its own (shared-memory tiles, register tiles) is the template still to
+// come in kernels/; this is what it is checked against.
+#include "kiln/contractions/form.hpp"
+#include "kiln/reduce.hpp"
+
+namespace kiln::detail {
+
+// The layout of operand t (form f; `left`: it is A) over the dims (batch..., m, n, k).
+inline layout product_view(const layout& l, const contraction& c, matrix_form f, bool left) {
+  const operand_dims d = operand_matrix(l.shape, f);
+  const int nb = c.batch.size();
+  layout v;
+  v.offset = l.offset;
+  for (int i = 0; i < nb; ++i) {
+    const int s = i - (nb - d.batch_rank);
+    v.shape.push_back(c.batch[i]);
+    v.strides.push_back(s >= 0 && l.shape[s] != 1 ? l.strides[s] : 0);
+  }
+  auto stride = [&](int dim) { return dim >= 0 ? l.strides[dim] : 0; };
+  v.shape.push_back(c.m);
+  v.strides.push_back(left ? stride(d.row_dim) : 0);
+  v.shape.push_back(c.n);
+  v.strides.push_back(left ? 0 : stride(d.col_dim));
+  v.shape.push_back(c.k);
+  v.strides.push_back(stride(left ? d.col_dim : d.row_dim));
+  return v;
+}
+
+template <class R, class A, class B>
+void device_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+  using Acc = std::conditional_t<is_floating(dtype_of<R>()),
+                                 std::conditional_t<std::is_same_v<R, double>, double, float>,
+                                 std::int64_t>;
+  const tensor<value_t<A>> ta = evaluate(a);
+  const tensor<value_t<B>> tb = evaluate(b);
+  const tensor<value_t<A>> va(ta.storage(), product_view(ta.layout(), c, c.fa, true));
+  const tensor<value_t<B>> vb(tb.storage(), product_view(tb.layout(), c, c.fb, false));
+  kiln::shape mn = c.batch;
+  mn.push_back(c.m);
+  mn.push_back(c.n);
+  const tensor<R> o(out.storage(), layout::contiguous(mn, out.offset()));
+  assign(o, kiln::cast<R>(kiln::sum(kiln::cast<Acc>(va) * kiln::cast<Acc>(vb), kiln::axes(-1))));
+}
+
+} // namespace kiln::detail

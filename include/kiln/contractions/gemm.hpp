@@ -1,0 +1,53 @@
+#pragma once
+// The host's product kernel, untyped in its operands: packed panels and a register-blocked
+// micro-kernel (xsimd), blocked for the caches and split over the thread pool, compiled
+// once per accumulator type (f32, f64, i64; kiln/linkage.hpp). What an operand is (a tensor,
+// a view, an expression) is the packer's business: the driver asks it for panels, so an
+// operand expression is evaluated while its tiles are packed, into no temporary.
+#include "kiln/linkage.hpp"
+
+#include <cstdint>
+
+namespace kiln::detail {
+
+// Writes elements (p, q), p in [p0, p0 + np), q in [q0, q0 + nq), of batch element `batch`
+// of an operand's matrix, where p is the dim the kernel panels (A's rows, B's cols) and q
+// the contracted dim, to dst[(p' / R) * R * nq + q' * R + p' % R] (p' = p - p0, q' = q - q0),
+// the last panel padded with zeros up to a multiple of R.
+template <class T>
+using gemm_pack = void (*)(const void* operand, T* dst, std::int64_t batch, std::int64_t p0,
+                           std::int64_t np, std::int64_t q0, std::int64_t nq, int R);
+
+// Cache blocking: kc of the contracted dim per panel (a kc x NR panel of B stays in L1), mc
+// rows of A per block (in L2), nc cols of B per block (in L3); `threads` at most (0: the
+// pool's). Zero sizes: the defaults for the machine's caches.
+struct gemm_blocking {
+  std::int64_t mc = 0, nc = 0, kc = 0;
+  int threads = 0;
+};
+
+template <class T>
+struct gemm_call {
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  gemm_pack<T> pack_a = nullptr, pack_b = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  T* c = nullptr; // batch x m x n, contiguous
+  gemm_blocking blocking;
+};
+
+// C = A · B for every batch element.
+KILN_CORE_INLINE void run_gemm(const gemm_call<float>& g);
+KILN_CORE_INLINE void run_gemm(const gemm_call<double>& g);
+KILN_CORE_INLINE void run_gemm(const gemm_call<std::int64_t>& g);
+
+// The blocking the kernel uses for T when none is given, from the caches' sizes.
+KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr);
+
+} // namespace kiln::detail
+
+#include "kiln/contractions/gemm_tile.hpp"
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/contractions/gemm_impl.hpp"
+#endif

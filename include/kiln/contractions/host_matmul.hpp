@@ -1,0 +1,127 @@
+#pragma once
+// The typed front of a product on the host: a packer per operand expression type (it reads
+// the operand through the host evaluator's readers, so an expression operand is computed
+// while its panels are packed and never stored whole), handed with the contraction to the
+// kernel compiled once (gemm.hpp). A result whose type is not the accumulator's (f16, bf16,
+// i32...) is accumulated in a temporary and converted by one pass.
+#include "kiln/contractions/form.hpp"
+#include "kiln/contractions/gemm.hpp"
+#include "kiln/eval/assign.hpp"
+#include "kiln/eval/iteration_space.hpp"
+#include "kiln/eval/readers.hpp"
+
+#include <type_traits>
+
+namespace kiln {
+
+namespace detail {
+
+// The accumulator of a product of values of type T: f32 for 16-bit floats and f32, f64, and
+// i64 for integers.
+template <class T>
+using matmul_acc_t =
+    std::conditional_t<std::is_same_v<T, double>, double,
+                       std::conditional_t<is_floating(dtype_of<T>()), float, std::int64_t>>;
+
+// Strides, over the dims (batch..., q, p) of the contraction, of a leaf that has strides
+// `st` over the operand's shape `s` (p: the dim the kernel panels, q: the contracted dim;
+// -1 where the operand's form inserts it).
+inline std::array<std::int64_t, max_rank> panel_strides(const std::array<std::int64_t, max_rank>& st,
+                                                        const kiln::shape& s, int batch_rank,
+                                                        int operand_batch_rank, int q, int p) {
+  std::array<std::int64_t, max_rank> r{};
+  for (int i = 0; i < batch_rank; ++i) {
+    const int d = i - (batch_rank - operand_batch_rank);
+    r[i] = d >= 0 && s[d] != 1 ? st[d] : 0; // a missing or broadcast batch dim
+  }
+  r[batch_rank] = q >= 0 ? st[q] : 0;
+  r[batch_rank + 1] = p >= 0 ? st[p] : 0;
+  return r;
+}
+
+// An operand as a packer reads it: its reader over (batch..., q, p).
+template <class E>
+struct packed_operand {
+  using reader_type =
+      decltype(make_reader(std::declval<const E&>(), std::declval<const std::int64_t* (&)()>()));
+  reader_type rd;
+  const kiln::shape* batch;
+};
+
+template <class Acc, class E>
+void pack_operand(const void* operand, Acc* dst, std::int64_t bi, std::int64_t p0, std::int64_t np,
+                  std::int64_t q0, std::int64_t nq, int R) {
+  const auto& o = *static_cast<const packed_operand<E>*>(operand);
+  auto rd = o.rd;
+  const int nb = o.batch->size();
+  std::int64_t idx[max_rank] = {};
+  for (int d = nb - 1; d >= 0; --d) {
+    idx[d] = bi % (*o.batch)[d];
+    bi /= (*o.batch)[d];
+  }
+  const std::int64_t panels = (np + R - 1) / R;
+  for (std::int64_t q = 0; q < nq; ++q) {
+    idx[nb] = q0 + q;
+    rd.set_row(idx, nb + 1);
+    Acc* col = dst + q * R;
+    std::int64_t p = 0;
+    for (std::int64_t pan = 0; pan < panels; ++pan) {
+      Acc* d = col + pan * R * nq;
+      const std::int64_t stop = std::min<std::int64_t>(R, np - p);
+      for (std::int64_t r = 0; r < stop; ++r)
+        d[r] = convert<Acc>(rd.at(p0 + p + r));
+      for (std::int64_t r = stop; r < R; ++r)
+        d[r] = Acc(0);
+      p += R;
+    }
+  }
+}
+
+// Sets up the packer of operand e (read in form f; `left`: it is A) for contraction c.
+template <class E>
+packed_operand<E> make_packed(const E& e, const contraction& c, matrix_form f, bool left) {
+  const kiln::shape& s = shape_of(e);
+  const operand_dims d = operand_matrix(s, f);
+  const int q = left ? d.col_dim : d.row_dim, p = left ? d.row_dim : d.col_dim;
+  std::vector<std::array<std::int64_t, max_rank>> st;
+  for_each_leaf(e, [&](const auto& t) {
+    const layout b = views::broadcast_to(t.layout(), s, "matmul");
+    std::array<std::int64_t, max_rank> a{};
+    std::copy(b.strides.begin(), b.strides.end(), a.begin());
+    st.push_back(panel_strides(a, s, c.batch.size(), d.batch_rank, q, p));
+  });
+  std::size_t i = 0;
+  auto next = [&]() -> const std::int64_t* { return st[i++].data(); };
+  packed_operand<E> o{make_reader(e, next), &c.batch};
+  set_inner(o.rd, c.batch.size() + 1);
+  return o;
+}
+
+template <class R, class A, class B>
+void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+  using Acc = matmul_acc_t<R>;
+  const packed_operand<A> pa = make_packed(a, c, c.fa, true);
+  const packed_operand<B> pb = make_packed(b, c, c.fb, false);
+  gemm_call<Acc> g;
+  g.batch = c.batch_count();
+  g.m = c.m;
+  g.n = c.n;
+  g.k = c.k;
+  g.pack_a = &pack_operand<Acc, A>;
+  g.pack_b = &pack_operand<Acc, B>;
+  g.a = &pa;
+  g.b = &pb;
+  if constexpr (std::is_same_v<R, Acc>) {
+    g.c = out.data(); // fresh and contiguous
+    run_gemm(g);
+  } else {
+    const tensor<Acc> acc(out.shape());
+    g.c = acc.data();
+    run_gemm(g);
+    assign(out, kiln::cast<R>(acc));
+  }
+}
+
+} // namespace detail
+
+} // namespace kiln
