@@ -6,6 +6,7 @@
 #include "vulkan_support.hpp" // first: it registers a Catch listener
 
 #include "cuda_support.hpp"
+#include "grad_support.hpp"
 #include "metal_support.hpp"
 #include "support.hpp"
 
@@ -196,7 +197,167 @@ void random_products(const kiln::device& dev, int draws) {
   }
 }
 
+// Gradients through products of random shapes (vectors, batches that broadcast, an operand
+// read transposed) against central finite differences: f = sum(C * r) + sum(tanh(C)).
+void random_gradients(int draws) {
+  for (int i = 0; i < draws; ++i) {
+    auto [sa, sb] = shapes();
+    // Small extents: finite differences evaluate f twice per element and step.
+    auto shrink = [](kiln::shape& s) {
+      for (auto& e : s)
+        e = std::min<std::int64_t>(e, 5);
+    };
+    shrink(sa);
+    shrink(sb);
+    if (sa.size() >= 2 && sb.size() >= 2) sb[sb.size() - 2] = sa[sa.size() - 1];
+    if (sa.size() == 1) sa[0] = sb[std::max(0, sb.size() - 2)];
+    if (sb.size() == 1) sb[0] = sa[sa.size() - 1];
+    const kiln::tensor<double> x = kiln::from(test::uniform<double>(std::size_t(kiln::numel(sa)), -1, 1), sa);
+    // b is read through a transposed view of y where it has two dims, half of the time.
+    const bool t = sb.size() >= 2 && test::draw(0, 1) == 1;
+    kiln::shape sy = sb;
+    if (t) std::swap(sy[sy.size() - 1], sy[sy.size() - 2]);
+    const kiln::tensor<double> y = kiln::from(test::uniform<double>(std::size_t(kiln::numel(sy)), -1, 1), sy);
+    kiln::tensor<double> b = y;
+    if (t) {
+      kiln::layout l = y.layout();
+      std::swap(l.shape[sy.size() - 1], l.shape[sy.size() - 2]);
+      std::swap(l.strides[sy.size() - 1], l.strides[sy.size() - 2]);
+      b = kiln::tensor<double>(y.storage(), l);
+    }
+    const kiln::shape sc = kiln::matmul(x, b).shape();
+    const kiln::tensor<double> r =
+        kiln::from(test::uniform<double>(std::size_t(kiln::numel(sc)), -1, 1), sc);
+    const auto f = kiln::sum(kiln::matmul(x, b) * r) + kiln::sum(kiln::tanh(kiln::matmul(x, b)));
+    auto [dx, dy] = kiln::grad(f, x, y);
+    const std::string what = sa.str() + " @ " + sb.str() + (t ? " (b transposed)" : "");
+    if (x.size() == 0 || y.size() == 0) { // empty: the gradients are empty too
+      CHECK(kiln::tensor<double>(dx).shape() == sa);
+      CHECK(kiln::tensor<double>(dy).shape() == sy);
+      continue;
+    }
+    grad_test::check_close(read(kiln::tensor<double>(dx)).v, grad_test::fd_grad(f, x), 1e-7,
+                           "d/dx " + what);
+    grad_test::check_close(read(kiln::tensor<double>(dy)).v, grad_test::fd_grad(f, y), 1e-7,
+                           "d/dy " + what);
+  }
+}
+
 } // namespace
+
+TEST_CASE("matmul: gradients over random shapes match finite differences", "[host]") {
+  random_gradients(40);
+}
+
+TEST_CASE("matmul: gradients of dot, outer, operand expressions, second order and jvp",
+          "[host]") {
+  using grad_test::check_close;
+  using grad_test::fd_grad;
+  const std::int64_t n = 6;
+  const auto u = grad_test::from(test::uniform<double>(n, -1, 1), {n}),
+             v = grad_test::from(test::uniform<double>(n, -1, 1), {n});
+  {
+    const auto f = kiln::dot(u, v) * kiln::dot(u, u);
+    auto [du, dv] = kiln::grad(f, u, v);
+    check_close(read(kiln::tensor<double>(du)).v, fd_grad(f, u), 1e-8, "dot: d/du");
+    check_close(read(kiln::tensor<double>(dv)).v, fd_grad(f, v), 1e-8, "dot: d/dv");
+  }
+  {
+    const auto f = kiln::sum(kiln::sin(kiln::outer(u, v)));
+    auto [du, dv] = kiln::grad(f, u, v);
+    check_close(read(kiln::tensor<double>(du)).v, fd_grad(f, u), 1e-8, "outer: d/du");
+    check_close(read(kiln::tensor<double>(dv)).v, fd_grad(f, v), 1e-8, "outer: d/dv");
+  }
+  const auto x = grad_test::from(test::uniform<double>(4 * 5, -1, 1), {4, 5}),
+             w = grad_test::from(test::uniform<double>(5 * 3, -1, 1), {5, 3}),
+             m = grad_test::from(test::integers<double>(4 * 5, 0, 1), {4, 5});
+  {
+    // An operand that is an expression (read while packed), its adjoint through relu.
+    const auto f = kiln::sum(kiln::pow(kiln::matmul(kiln::relu(x) * m, w), 2.0));
+    auto [dx, dw] = kiln::grad(f, x, w);
+    grad_test::check_close_where_smooth(read(kiln::tensor<double>(dx)).v, f, x, 1e-7,
+                                        "relu(x) * m: d/dx");
+    check_close(read(kiln::tensor<double>(dw)).v, fd_grad(f, w), 1e-7, "relu(x) * m: d/dw");
+  }
+  {
+    // Second order: the gradient of sum(dx * s), dx the gradient of a loss through a product.
+    const auto s = grad_test::from(test::uniform<double>(4 * 5, -1, 1), {4, 5});
+    const auto loss = kiln::sum(kiln::tanh(kiln::matmul(x, w)));
+    auto [dx] = kiln::grad(loss, x);
+    const auto h = kiln::sum(dx * s);
+    auto [hw, hx] = kiln::grad(h, w, x);
+    check_close(read(kiln::tensor<double>(hw)).v, fd_grad(h, w), 1e-7, "second order: d/dw");
+    check_close(read(kiln::tensor<double>(hx)).v, fd_grad(h, x), 1e-7, "second order: d/dx");
+  }
+  {
+    // Forward mode: J dw of matmul(x, w) against a finite difference along dw.
+    const auto dwv = grad_test::from(test::uniform<double>(5 * 3, -1, 1), {5, 3});
+    const kiln::tensor<double> t = kiln::jvp(kiln::tanh(kiln::matmul(x, w)), {w, dwv});
+    const std::vector<double> w0 = w.to_vector(), d0 = dwv.to_vector();
+    auto at = [&](double e) {
+      for (std::size_t i = 0; i < w0.size(); ++i)
+        w.data()[i] = w0[i] + e * d0[i];
+      const std::vector<double> r = kiln::tensor<double>(kiln::tanh(kiln::matmul(x, w))).to_vector();
+      for (std::size_t i = 0; i < w0.size(); ++i)
+        w.data()[i] = w0[i];
+      return r;
+    };
+    const auto hi = at(1e-4), lo = at(-1e-4);
+    std::vector<double> want(hi.size());
+    for (std::size_t i = 0; i < hi.size(); ++i)
+      want[i] = (hi[i] - lo[i]) / 2e-4;
+    check_close(read(t).v, want, 1e-6, "jvp");
+  }
+}
+
+// A two-layer network's loss, mean((tanh(x W1 + b1) w2 + b2 - y)^2), and its gradients,
+// against the formulas written out in loops.
+TEST_CASE("matmul: a two-layer network's gradients match the analytic formulas", "[host]") {
+  const std::int64_t n = 9, d = 7, h = 5;
+  const auto xv = test::uniform<double>(n * d, -1, 1), w1v = test::uniform<double>(d * h, -1, 1),
+             b1v = test::uniform<double>(h, -1, 1), w2v = test::uniform<double>(h, -1, 1),
+             yv = test::uniform<double>(n, -1, 1);
+  const double b2v = 0.3;
+  const auto x = grad_test::from(xv, {n, d}), w1 = grad_test::from(w1v, {d, h}),
+             b1 = grad_test::from(b1v, {h}), w2 = grad_test::from(w2v, {h}),
+             y = grad_test::from(yv, {n});
+  kiln::tensor<double> b2 = kiln::zeros<double>({});
+  b2 = b2v;
+  const auto a = kiln::tanh(kiln::matmul(x, w1) + b1);
+  const auto loss = kiln::mean(kiln::pow(kiln::matmul(a, w2) + b2 - y, 2.0));
+  auto [dw1, db1, dw2, db2] = kiln::grad(loss, w1, b1, w2, b2);
+
+  std::vector<double> gw1(d * h, 0), gb1(h, 0), gw2(h, 0);
+  double gb2 = 0, l = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::vector<double> act(h);
+    double out = b2v;
+    for (std::int64_t j = 0; j < h; ++j) {
+      double z = b1v[j];
+      for (std::int64_t q = 0; q < d; ++q)
+        z += xv[i * d + q] * w1v[q * h + j];
+      act[j] = std::tanh(z);
+      out += act[j] * w2v[j];
+    }
+    const double e = out - yv[i];
+    l += e * e / n;
+    const double de = 2 * e / n;
+    gb2 += de;
+    for (std::int64_t j = 0; j < h; ++j) {
+      gw2[j] += de * act[j];
+      const double dz = de * w2v[j] * (1 - act[j] * act[j]);
+      gb1[j] += dz;
+      for (std::int64_t q = 0; q < d; ++q)
+        gw1[q * h + j] += dz * xv[i * d + q];
+    }
+  }
+  using grad_test::check_close;
+  check_close(std::vector<double>{kiln::tensor<double>(loss).item()}, {l}, 1e-12, "loss");
+  check_close(read(kiln::tensor<double>(dw1)).v, gw1, 1e-12, "dW1");
+  check_close(read(kiln::tensor<double>(db1)).v, gb1, 1e-12, "db1");
+  check_close(read(kiln::tensor<double>(dw2)).v, gw2, 1e-12, "dw2");
+  check_close(std::vector<double>{kiln::tensor<double>(db2).item()}, {gb2}, 1e-12, "db2");
+}
 
 TEST_CASE("matmul: numpy semantics over random shapes, layouts and dtypes on the host",
           "[host]") {

@@ -45,6 +45,8 @@ template <class Rule, class Fwd, class... A>
 inline constexpr bool has_tensor<custom_vjp_node<Rule, Fwd, A...>> = (has_tensor<A> || ...);
 template <class G>
 inline constexpr bool has_tensor<sum_to_node<G>> = has_tensor<G>;
+template <class A, class B>
+inline constexpr bool has_tensor<matmul_node<A, B>> = has_tensor<A> || has_tensor<B>;
 
 template <class Op>
 inline constexpr bool has_rule = requires {
@@ -84,6 +86,8 @@ auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln:
               bool alive);
 template <class G2, class G>
 auto backprop(const sum_to_node<G2>& n, const G& g, const kiln::shape&, bool alive);
+template <class A, class B, class G>
+auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, bool alive);
 
 template <class N, class Adj, class G, std::size_t... I>
 auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
@@ -220,6 +224,53 @@ auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln:
 template <class G2, class G>
 auto backprop(const sum_to_node<G2>& n, const G& g, const kiln::shape&, bool alive) {
   return backprop(n.g, g, n.full, alive);
+}
+
+// Through a product C = opA(A) opB(B): the adjoints are products again, dA = g opB(B)^T
+// (computed as opB(B) g^T where A is read transposed, so that it has A's own layout) and
+// dB = opA(A)^T g, g being the adjoint of C's own shape (summed down where C is used
+// broadcast). Each has the batch dims of C; where an operand broadcasts a batch dim, its
+// leaf sums the adjoint down like any broadcast use. g is an operand of the backward
+// products, read while they pack it, never stored.
+template <class A, class B, class G>
+auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, bool alive) {
+  if constexpr (!has_tensor<matmul_node<A, B>>) {
+    return hana::make_tuple();
+  } else {
+    using V = value_t<matmul_node<A, B>>;
+    const kiln::shape& own = shape_of(n);
+    const auto go = [&] {
+      if constexpr (is_one<G>) { // the number of copies of each element, broadcast
+        tensor<V> t(kiln::shape{}, detail::device_of(n));
+        t = static_cast<V>(numel(own) == 0 ? 0 : numel(full) / numel(own));
+        return t.broadcast_to(own);
+      } else {
+        return sum_to_node<std::remove_cvref_t<decltype(toolkit::expr(g))>>(toolkit::expr(g), full,
+                                                                            own);
+      }
+    }();
+    using Go = std::remove_cvref_t<decltype(go)>;
+    const contraction& c = n.c;
+    // g read as C (transposed back where C is stored transposed).
+    matrix_form fg = has_rows(c.fa) ? (has_cols(c.fb) ? matrix_form::full : matrix_form::column)
+                                    : (has_cols(c.fb) ? matrix_form::row : matrix_form::scalar);
+    if (c.out_t) fg = transposed(fg);
+    auto to = [&](const auto& operand, const auto& adj) {
+      using Op = std::remove_cvref_t<decltype(operand)>;
+      if constexpr (!has_tensor<Op>) {
+        return hana::make_tuple();
+      } else {
+        kiln::shape s = shape_of(adj);
+        broadcast_into(s, shape_of(operand)); // the operand's batch dims are C's or broadcast
+        return backprop(operand, adj, s, alive);
+      }
+    };
+    const auto da = to(n.a, matmul_node<Go, B>(go, n.b, fg, transposed(c.fb), "matmul (adjoint)",
+                                               c.fa == matrix_form::transposed));
+    const auto db = to(n.b, matmul_node<A, Go>(n.a, go, transposed(c.fa), fg, "matmul (adjoint)",
+                                               c.fb == matrix_form::transposed));
+    return hana::flatten(hana::make_tuple(da, db));
+  }
 }
 
 template <element T, class G>

@@ -39,11 +39,15 @@ void device_matmul(const tensor<R>& out, const A& a, const B& b, const contracti
                                  std::int64_t>;
   const tensor<value_t<A>> ta = evaluate(a);
   const tensor<value_t<B>> tb = evaluate(b);
-  const tensor<value_t<A>> va(ta.storage(), product_view(ta.layout(), c, c.fa, true));
-  const tensor<value_t<B>> vb(tb.storage(), product_view(tb.layout(), c, c.fb, false));
-  kiln::shape mn = c.batch;
-  mn.push_back(c.m);
-  mn.push_back(c.n);
+  // A result stored transposed is the product of the operands' transposes, swapped.
+  const contraction s = c.out_t ? swapped(c) : c;
+  const tensor<value_t<A>> va(ta.storage(),
+                              product_view(ta.layout(), s, c.out_t ? s.fb : s.fa, !c.out_t));
+  const tensor<value_t<B>> vb(tb.storage(),
+                              product_view(tb.layout(), s, c.out_t ? s.fa : s.fb, c.out_t));
+  kiln::shape mn = s.batch;
+  mn.push_back(s.m);
+  mn.push_back(s.n);
   const tensor<R> o(out.storage(), layout::contiguous(mn, out.offset()));
   assign(o, kiln::cast<R>(kiln::sum(kiln::cast<Acc>(va) * kiln::cast<Acc>(vb), kiln::axes(-1))));
 }

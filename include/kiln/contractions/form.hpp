@@ -9,6 +9,7 @@
 #include "kiln/shape.hpp"
 
 #include <cstdint>
+#include <utility>
 
 namespace kiln {
 
@@ -43,10 +44,14 @@ constexpr bool has_cols(matrix_form f) {
 }
 
 // One contraction, resolved: batch x (m x k) · (k x n). `out` is the result's shape: the
-// batch, then m unless A's rows are inserted, then n unless B's cols are (or, for an
-// adjoint, the same elements under another trailing shape: see make_contraction).
+// batch, then m unless A's rows are inserted, then n unless B's cols are. The contracted dim
+// is inserted in both operands or in neither (an outer product's, or none), so that each
+// operand's adjoint, a product again, has exactly that operand's dims.
 struct contraction {
   matrix_form fa = matrix_form::full, fb = matrix_form::full;
+  // The result is stored transposed (its last two dims swapped): an adjoint of an operand
+  // read transposed, which must have that operand's own dims.
+  bool out_t = false;
   kiln::shape batch; // broadcast batch dims
   std::int64_t m = 1, n = 1, k = 1;
   kiln::shape out;
@@ -55,12 +60,21 @@ struct contraction {
 
 // The contraction of operands of shapes `a` and `b` read in forms fa and fb, or a
 // kiln::error from `op` naming both shapes and the contracted dims (K differs, an operand
-// has too few dims for its form, batch dims that do not broadcast, more than max_rank
-// dims). `trailing`, when given, replaces the result's matrix dims by others of the same
-// element count (the adjoints give each operand's gradient its operand's own dims).
+// has too few dims for its form, batch dims that do not broadcast, more than max_rank dims).
 KILN_CORE_INLINE contraction make_contraction(const char* op, const kiln::shape& a, matrix_form fa,
                                               const kiln::shape& b, matrix_form fb,
-                                              const kiln::shape* trailing = nullptr);
+                                              bool out_t = false);
+
+// The same product with its operands' roles swapped, C^T = opB(B)^T opA(A)^T, stored as it
+// is: how a result stored transposed is computed.
+inline contraction swapped(contraction c) {
+  std::swap(c.m, c.n);
+  const matrix_form fa = c.fa;
+  c.fa = transposed(c.fb);
+  c.fb = transposed(fa);
+  c.out_t = false;
+  return c;
+}
 
 // An operand's matrix extents (rows, cols) under its form (1 where inserted), and the dims
 // of its shape they come from (-1 where inserted).

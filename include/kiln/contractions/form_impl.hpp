@@ -32,7 +32,10 @@ KILN_CORE_INLINE operand_dims operand_matrix(const kiln::shape& s, matrix_form f
 
 KILN_CORE_INLINE contraction make_contraction(const char* op, const kiln::shape& a, matrix_form fa,
                                               const kiln::shape& b, matrix_form fb,
-                                              const kiln::shape* trailing) {
+                                              bool out_t) {
+  if (has_cols(fa) != has_rows(fb))
+    throw error(op, "the contracted dim is inserted in one operand only (an internal error)",
+                "shapes " + a.str() + " and " + b.str());
   auto shapes = [&] { return "shapes " + a.str() + " and " + b.str(); };
   if (a.size() < matrix_dims(fa) || b.size() < matrix_dims(fb))
     throw error(op, "an operand has too few dims for a product",
@@ -55,6 +58,7 @@ KILN_CORE_INLINE contraction make_contraction(const char* op, const kiln::shape&
   contraction c;
   c.fa = fa;
   c.fb = fb;
+  c.out_t = out_t;
   c.m = da.rows;
   c.n = db.cols;
   c.k = da.cols;
@@ -65,21 +69,17 @@ KILN_CORE_INLINE contraction make_contraction(const char* op, const kiln::shape&
     throw error(op, "the batch dims do not broadcast",
                 shapes() + ": batch " + ba.str() + " vs " + bb.str());
   c.out = c.batch;
-  if (trailing) {
-    if (numel(*trailing) != (has_rows(fa) ? c.m : 1) * (has_cols(fb) ? c.n : 1))
-      throw error(op, "the result's trailing dims do not hold the product",
-                  shapes() + " give " + std::to_string(c.m) + " x " + std::to_string(c.n) +
-                      ", asked for " + trailing->str());
-    for (auto e : *trailing)
-      c.out.push_back(e);
+  if (c.out.size() + has_rows(fa) + has_cols(fb) > max_rank)
+    throw error(op, "the result has more dims than kiln supports",
+                shapes() + " give rank " + std::to_string(c.out.size()) + " > " +
+                    std::to_string(max_rank));
+  if (out_t) {
+    if (has_cols(fb)) c.out.push_back(c.n);
+    if (has_rows(fa)) c.out.push_back(c.m);
   } else {
     if (has_rows(fa)) c.out.push_back(c.m);
     if (has_cols(fb)) c.out.push_back(c.n);
   }
-  if (c.out.size() > max_rank)
-    throw error(op, "the result has more dims than kiln supports",
-                shapes() + " give rank " + std::to_string(c.out.size()) + " > " +
-                    std::to_string(max_rank));
   checked_numel(c.out, op);
   return c;
 }

@@ -100,17 +100,19 @@ packed_operand<E> make_packed(const E& e, const contraction& c, matrix_form f, b
 template <class R, class A, class B>
 void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
   using Acc = matmul_acc_t<R>;
-  const packed_operand<A> pa = make_packed(a, c, c.fa, true);
-  const packed_operand<B> pb = make_packed(b, c, c.fb, false);
+  // A result stored transposed is the product of the operands' transposes, swapped.
+  const contraction s = c.out_t ? swapped(c) : c;
+  const packed_operand<A> pa = make_packed(a, s, c.out_t ? s.fb : s.fa, !c.out_t);
+  const packed_operand<B> pb = make_packed(b, s, c.out_t ? s.fa : s.fb, c.out_t);
   gemm_call<Acc> g;
-  g.batch = c.batch_count();
-  g.m = c.m;
-  g.n = c.n;
-  g.k = c.k;
-  g.pack_a = &pack_operand<Acc, A>;
-  g.pack_b = &pack_operand<Acc, B>;
-  g.a = &pa;
-  g.b = &pb;
+  g.batch = s.batch_count();
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.pack_a = c.out_t ? &pack_operand<Acc, B> : &pack_operand<Acc, A>;
+  g.pack_b = c.out_t ? &pack_operand<Acc, A> : &pack_operand<Acc, B>;
+  g.a = c.out_t ? static_cast<const void*>(&pb) : &pa;
+  g.b = c.out_t ? static_cast<const void*>(&pa) : &pb;
   if constexpr (std::is_same_v<R, Acc>) {
     g.c = out.data(); // fresh and contiguous
     run_gemm(g);

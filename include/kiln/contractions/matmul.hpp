@@ -24,9 +24,8 @@ struct matmul_node : expression_base<matmul_node<A, B>> {
   A a;
   B b;
   contraction c; // forms, extents and the result's shape, checked when the node is built
-  matmul_node(A a_, B b_, matrix_form fa, matrix_form fb, const char* op,
-              const kiln::shape* trailing = nullptr)
-      : a(std::move(a_)), b(std::move(b_)), c(make(op, fa, fb, trailing)) {}
+  matmul_node(A a_, B b_, matrix_form fa, matrix_form fb, const char* op, bool out_t = false)
+      : a(std::move(a_)), b(std::move(b_)), c(make(op, fa, fb, out_t)) {}
   matmul_node(const matmul_node&) = default;
   matmul_node(matmul_node&&) = default;
   matmul_node& operator=(const matmul_node&) = default;
@@ -34,10 +33,10 @@ struct matmul_node : expression_base<matmul_node<A, B>> {
   KILN_STATEMENT ~matmul_node() {}
 
 private:
-  contraction make(const char* op, matrix_form fa, matrix_form fb, const kiln::shape* t) const {
+  contraction make(const char* op, matrix_form fa, matrix_form fb, bool out_t) const {
     detail::require_operand(a, op);
     detail::require_operand(b, op);
-    return make_contraction(op, shape_of(a), fa, shape_of(b), fb, t);
+    return make_contraction(op, shape_of(a), fa, shape_of(b), fb, out_t);
   }
 };
 template <class A, class B>
