@@ -107,10 +107,9 @@ void check(const kiln::tensor<T>& got, const product& want, const std::string& w
   std::size_t bad = 0;
   double worst = 0;
   for (std::size_t i = 0; i < g.v.size(); ++i) {
-    const double tol = std::is_integral_v<T>
-                           ? 0.0
-                           : (want.k + 2) * acc * want.scale[i] + eps<T>() * std::fabs(want.v[i]) +
-                                 1e-300;
+    const double tol = std::is_integral_v<T> ? 0.0
+                                             : (want.k + 2) * acc * want.scale[i] +
+                                                   eps<T>() * std::fabs(want.v[i]) + 1e-300;
     const double err = std::fabs(g.v[i] - want.v[i]);
     if (!(err <= tol)) {
       if (bad++ == 0) worst = err;
@@ -124,7 +123,8 @@ void check(const kiln::tensor<T>& got, const product& want, const std::string& w
 }
 
 std::int64_t extent() {
-  static const std::int64_t pool[] = {0, 1, 1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 24, 31, 33, 48, 65};
+  static const std::int64_t pool[] = {0,  1,  1,  2,  3,  4,  5,  7,  8,
+                                      12, 13, 16, 17, 24, 31, 33, 48, 65};
   if (test::draw(0, 19) == 0) return test::draw(90, 300); // past a register tile and a block
   return pool[test::draw(0, int(std::size(pool)) - 1)];
 }
@@ -182,8 +182,8 @@ void random_products(const kiln::device& dev, int draws) {
   for (int i = 0; i < draws; ++i) {
     const auto [sa, sb] = shapes();
     const auto a = operand<T>(sa, dev), b = operand<T>(sb, dev);
-    const std::string what = std::string(kiln::name(kiln::dtype_of<T>())) + " " + sa.str() +
-                             " @ " + sb.str() + " on " + dev.str();
+    const std::string what = std::string(kiln::name(kiln::dtype_of<T>())) + " " + sa.str() + " @ " +
+                             sb.str() + " on " + dev.str();
     const product want = reference(read(a), read(b));
     check(kiln::tensor<T>(kiln::matmul(a, b)), want, what);
     // Operands that are expressions (computed while packed, on the host).
@@ -212,12 +212,14 @@ void random_gradients(int draws) {
     if (sa.size() >= 2 && sb.size() >= 2) sb[sb.size() - 2] = sa[sa.size() - 1];
     if (sa.size() == 1) sa[0] = sb[std::max(0, sb.size() - 2)];
     if (sb.size() == 1) sb[0] = sa[sa.size() - 1];
-    const kiln::tensor<double> x = kiln::from(test::uniform<double>(std::size_t(kiln::numel(sa)), -1, 1), sa);
+    const kiln::tensor<double> x =
+        kiln::from(test::uniform<double>(std::size_t(kiln::numel(sa)), -1, 1), sa);
     // b is read through a transposed view of y where it has two dims, half of the time.
     const bool t = sb.size() >= 2 && test::draw(0, 1) == 1;
     kiln::shape sy = sb;
     if (t) std::swap(sy[sy.size() - 1], sy[sy.size() - 2]);
-    const kiln::tensor<double> y = kiln::from(test::uniform<double>(std::size_t(kiln::numel(sy)), -1, 1), sy);
+    const kiln::tensor<double> y =
+        kiln::from(test::uniform<double>(std::size_t(kiln::numel(sy)), -1, 1), sy);
     kiln::tensor<double> b = y;
     if (t) {
       kiln::layout l = y.layout();
@@ -249,8 +251,7 @@ TEST_CASE("matmul: gradients over random shapes match finite differences", "[hos
   random_gradients(40);
 }
 
-TEST_CASE("matmul: gradients of dot, outer, operand expressions, second order and jvp",
-          "[host]") {
+TEST_CASE("matmul: gradients of dot, outer, operand expressions, second order and jvp", "[host]") {
   using grad_test::check_close;
   using grad_test::fd_grad;
   const std::int64_t n = 6;
@@ -297,7 +298,8 @@ TEST_CASE("matmul: gradients of dot, outer, operand expressions, second order an
     auto at = [&](double e) {
       for (std::size_t i = 0; i < w0.size(); ++i)
         w.data()[i] = w0[i] + e * d0[i];
-      const std::vector<double> r = kiln::tensor<double>(kiln::tanh(kiln::matmul(x, w))).to_vector();
+      const std::vector<double> r =
+          kiln::tensor<double>(kiln::tanh(kiln::matmul(x, w))).to_vector();
       for (std::size_t i = 0; i < w0.size(); ++i)
         w.data()[i] = w0[i];
       return r;
@@ -359,11 +361,115 @@ TEST_CASE("matmul: a two-layer network's gradients match the analytic formulas",
   check_close(std::vector<double>{kiln::tensor<double>(db2).item()}, {gb2}, 1e-12, "db2");
 }
 
-TEST_CASE("matmul: numpy semantics over random shapes, layouts and dtypes on the host",
-          "[host]") {
+TEST_CASE("matmul: numpy semantics over random shapes, layouts and dtypes on the host", "[host]") {
   const kiln::device host;
   random_products<double>(host, 120);
   random_products<float>(host, 120);
   random_products<std::int32_t>(host, 60);
   random_products<kiln::half>(host, 40);
+}
+
+TEST_CASE("matmul: numpy semantics over random shapes and layouts on each GPU device",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
+    if (!dev) continue;
+    random_products<float>(*dev, 12);
+    random_products<std::int32_t>(*dev, 4);
+    // A product inside an expression and its gradient, f32 on the device against f64 here.
+    const std::int64_t n = 6, d = 5, h = 4;
+    const auto xv = test::uniform<double>(n * d, -1, 1), wv = test::uniform<double>(d * h, -1, 1);
+    const auto xd = kiln::from(xv, {n, d}), wd = kiln::from(wv, {d, h});
+    const auto x = kiln::cast<float>(xd).eval().to(*dev), w = kiln::cast<float>(wd).eval().to(*dev);
+    const auto f = kiln::sum(kiln::tanh(kiln::matmul(x, w)));
+    auto [dw] = kiln::grad(f, w);
+    const kiln::tensor<float> g = dw;
+    REQUIRE(g.device() == *dev);
+    const auto fh = kiln::sum(kiln::tanh(kiln::matmul(xd, wd)));
+    auto [dwh] = kiln::grad(fh, wd);
+    grad_test::check_close(read(g).v, read(kiln::tensor<double>(dwh)).v, 1e-5,
+                           "d/dw on " + dev->str());
+  }
+}
+
+TEST_CASE("matmul: bad shapes are a kiln::error naming both shapes and the contracted dims, "
+          "where the node is built",
+          "[host]") {
+  const auto a = kiln::zeros<float>({3, 4}), b = kiln::zeros<float>({5, 2}),
+             c = kiln::zeros<float>({2, 3, 4}), d = kiln::zeros<float>({3, 4, 2}),
+             s = kiln::zeros<float>({}), v = kiln::zeros<float>({5});
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const kiln::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string k = message([&] { (void)kiln::matmul(a, b); });
+  CHECK_THAT(k, Catch::Contains("matmul") && Catch::Contains("[3, 4]") &&
+                    Catch::Contains("[5, 2]") && Catch::Contains("contracted dims differ") &&
+                    Catch::Contains("4 from a's dim -1") && Catch::Contains("5 from b's dim -2"));
+  CHECK_THAT(message([&] { (void)kiln::matmul(a + 1.0f, v); }),
+             Catch::Contains("contracted dims differ") && Catch::Contains("[5]"));
+  CHECK_THAT(message([&] { (void)kiln::matmul(c, d); }),
+             Catch::Contains("batch dims do not broadcast") && Catch::Contains("[2] vs [3]"));
+  CHECK_THAT(message([&] { (void)kiln::matmul(s, a); }),
+             Catch::Contains("too few dims") && Catch::Contains("rank-0"));
+  CHECK_THAT(message([&] { (void)kiln::dot(c, a); }), Catch::Contains("rank 1 or 2"));
+  CHECK_THAT(message([&] { (void)kiln::outer(a, v); }), Catch::Contains("vectors"));
+  CHECK_THAT(message([&] { (void)kiln::matmul(kiln::tensor<float>(), a); }),
+             Catch::Contains("empty"));
+}
+
+TEST_CASE("matmul: inside expressions and reductions, and into one of its operands", "[host]") {
+  const std::int64_t n = 37, d = 29, h = 21;
+  const auto xv = test::uniform<double>(n * d, -1, 1), wv = test::uniform<double>(d * h, -1, 1),
+             bv = test::uniform<double>(h, -1, 1);
+  const auto x = kiln::from(xv, {n, d}), w = kiln::from(wv, {d, h}), b = kiln::from(bv, {h});
+  std::vector<double> z(n * h);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < h; ++j) {
+      double s = bv[j];
+      for (std::int64_t q = 0; q < d; ++q)
+        s += xv[i * d + q] * wv[q * h + j];
+      z[i * h + j] = s;
+    }
+  std::vector<double> y(z.size()), col(h, 0.0);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    y[i] = 0.5 * z[i] * std::erfc(-z[i] / std::sqrt(2.0));
+    col[i % h] += z[i];
+  }
+  using grad_test::check_close;
+  check_close(read(kiln::tensor<double>(kiln::gelu(kiln::matmul(x, w) + b))).v, y, 1e-12,
+              "gelu(x w + b)");
+  check_close(read(kiln::tensor<double>(kiln::sum(kiln::matmul(x, w) + b, 0))).v, col, 1e-12,
+              "sum(x w + b, 0)");
+  // kiln::eval of the pre-activation and the activation from one expression tree.
+  const auto pre = kiln::matmul(x, w) + b;
+  kiln::tensor<double> p, q;
+  kiln::eval(p = pre, q = kiln::gelu(pre));
+  check_close(read(p).v, z, 1e-12, "eval: pre");
+  check_close(read(q).v, y, 1e-12, "eval: gelu(pre)");
+  // A target that is an operand: the product is computed before the target is written.
+  const auto sq = kiln::from(test::uniform<double>(d * d, -1, 1), {d, d});
+  const std::vector<double> s0 = sq.to_vector();
+  std::vector<double> want(d * d, 0.0);
+  for (std::int64_t i = 0; i < d; ++i)
+    for (std::int64_t j = 0; j < d; ++j)
+      for (std::int64_t q2 = 0; q2 < d; ++q2)
+        want[i * d + j] += s0[i * d + q2] * s0[q2 * d + j];
+  kiln::tensor<double> t = sq.clone();
+  t = kiln::matmul(t, t);
+  check_close(read(t).v, want, 1e-12, "t = t @ t");
+  kiln::tensor<double> u = sq.clone();
+  u = kiln::matmul(u, u.transpose()) * 0.5 + u;
+  std::vector<double> want2(d * d, 0.0);
+  for (std::int64_t i = 0; i < d; ++i)
+    for (std::int64_t j = 0; j < d; ++j) {
+      double s = 0;
+      for (std::int64_t q2 = 0; q2 < d; ++q2)
+        s += s0[i * d + q2] * s0[j * d + q2];
+      want2[i * d + j] = s * 0.5 + s0[i * d + j];
+    }
+  check_close(read(u).v, want2, 1e-12, "u = u u^T / 2 + u");
 }

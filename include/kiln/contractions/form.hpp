@@ -31,11 +31,16 @@ constexpr int matrix_dims(matrix_form f) {
 }
 constexpr matrix_form transposed(matrix_form f) {
   switch (f) {
-  case matrix_form::full: return matrix_form::transposed;
-  case matrix_form::transposed: return matrix_form::full;
-  case matrix_form::row: return matrix_form::column;
-  case matrix_form::column: return matrix_form::row;
-  default: return matrix_form::scalar;
+  case matrix_form::full:
+    return matrix_form::transposed;
+  case matrix_form::transposed:
+    return matrix_form::full;
+  case matrix_form::row:
+    return matrix_form::column;
+  case matrix_form::column:
+    return matrix_form::row;
+  default:
+    return matrix_form::scalar;
   }
 }
 constexpr bool has_rows(matrix_form f) { return f != matrix_form::row && f != matrix_form::scalar; }

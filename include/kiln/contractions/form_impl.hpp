@@ -21,9 +21,14 @@ KILN_CORE_INLINE operand_dims operand_matrix(const kiln::shape& s, matrix_form f
     d.row_dim = r - 1;
     d.col_dim = r - 2;
     break;
-  case matrix_form::row: d.col_dim = r - 1; break;
-  case matrix_form::column: d.row_dim = r - 1; break;
-  case matrix_form::scalar: break;
+  case matrix_form::row:
+    d.col_dim = r - 1;
+    break;
+  case matrix_form::column:
+    d.row_dim = r - 1;
+    break;
+  case matrix_form::scalar:
+    break;
   }
   if (d.row_dim >= 0) d.rows = s[d.row_dim];
   if (d.col_dim >= 0) d.cols = s[d.col_dim];
@@ -31,8 +36,7 @@ KILN_CORE_INLINE operand_dims operand_matrix(const kiln::shape& s, matrix_form f
 }
 
 KILN_CORE_INLINE contraction make_contraction(const char* op, const kiln::shape& a, matrix_form fa,
-                                              const kiln::shape& b, matrix_form fb,
-                                              bool out_t) {
+                                              const kiln::shape& b, matrix_form fb, bool out_t) {
   if (has_cols(fa) != has_rows(fb))
     throw error(op, "the contracted dim is inserted in one operand only (an internal error)",
                 "shapes " + a.str() + " and " + b.str());
@@ -45,15 +49,14 @@ KILN_CORE_INLINE contraction make_contraction(const char* op, const kiln::shape&
   const operand_dims da = operand_matrix(a, fa), db = operand_matrix(b, fb);
   if (da.cols != db.rows) {
     auto dim = [](const char* which, int d, int r) {
-      return std::string(which) + (d < 0 ? " (a vector's inserted dim of 1)"
-                                         : " dim " + std::to_string(d - r) + " (of " +
-                                               std::to_string(r) + ")");
+      return std::string(which) +
+             (d < 0 ? " (a vector's inserted dim of 1)"
+                    : " dim " + std::to_string(d - r) + " (of " + std::to_string(r) + ")");
     };
     throw error(op, "the contracted dims differ",
                 shapes() + ": " + std::to_string(da.cols) + " from a's " +
-                    dim("", da.col_dim, a.size()).substr(1) + " vs " +
-                    std::to_string(db.rows) + " from b's " +
-                    dim("", db.row_dim, b.size()).substr(1));
+                    dim("", da.col_dim, a.size()).substr(1) + " vs " + std::to_string(db.rows) +
+                    " from b's " + dim("", db.row_dim, b.size()).substr(1));
   }
   contraction c;
   c.fa = fa;

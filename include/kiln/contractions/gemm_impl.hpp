@@ -127,13 +127,13 @@ void gemm_one(const gemm_call<T>& g, const gemm_blocking& blk, std::int64_t bi, 
   }
   thread_pool& pool = thread_pool::instance();
   // Rows per task: an mc block, or fewer so that every thread gets a block.
-  const std::int64_t mc =
-      std::min(blk.mc, round_up((m + threads - 1) / threads, MR));
+  const std::int64_t mc = std::min(blk.mc, round_up((m + threads - 1) / threads, MR));
   const std::int64_t mblocks = (m + mc - 1) / mc;
   for (std::int64_t jc = 0; jc < n; jc += blk.nc) {
     const std::int64_t nc = std::min(blk.nc, n - jc), panels = (nc + NR - 1) / NR;
     // With fewer row blocks than threads, the block's panels are split too.
-    const std::int64_t nsplit = std::clamp<std::int64_t>((threads + mblocks - 1) / mblocks, 1, panels);
+    const std::int64_t nsplit =
+        std::clamp<std::int64_t>((threads + mblocks - 1) / mblocks, 1, panels);
     const int tasks = int(mblocks * nsplit);
     for (std::int64_t pc = 0; pc < k; pc += blk.kc) {
       const std::int64_t kc = std::min(blk.kc, k - pc);

@@ -26,9 +26,9 @@ using matmul_acc_t =
 // Strides, over the dims (batch..., q, p) of the contraction, of a leaf that has strides
 // `st` over the operand's shape `s` (p: the dim the kernel panels, q: the contracted dim;
 // -1 where the operand's form inserts it).
-inline std::array<std::int64_t, max_rank> panel_strides(const std::array<std::int64_t, max_rank>& st,
-                                                        const kiln::shape& s, int batch_rank,
-                                                        int operand_batch_rank, int q, int p) {
+inline std::array<std::int64_t, max_rank>
+panel_strides(const std::array<std::int64_t, max_rank>& st, const kiln::shape& s, int batch_rank,
+              int operand_batch_rank, int q, int p) {
   std::array<std::int64_t, max_rank> r{};
   for (int i = 0; i < batch_rank; ++i) {
     const int d = i - (batch_rank - operand_batch_rank);

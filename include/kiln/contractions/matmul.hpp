@@ -63,9 +63,9 @@ KILN_STATEMENT auto materialize(const matmul_node<A, B>& n) {
   detail::check_devices(b, where, "matmul");
   tensor<R> out(n.c.out, where);
   if (where.is_host()) {
-    constexpr const char* device_only = detail::first_named(
-        {detail::device_only_in<std::remove_cvref_t<decltype(a)>>,
-         detail::device_only_in<std::remove_cvref_t<decltype(b)>>});
+    constexpr const char* device_only =
+        detail::first_named({detail::device_only_in<std::remove_cvref_t<decltype(a)>>,
+                             detail::device_only_in<std::remove_cvref_t<decltype(b)>>});
     if constexpr (device_only != nullptr)
       detail::refuse_device_only(device_only);
     else
