@@ -473,3 +473,106 @@ TEST_CASE("matmul: inside expressions and reductions, and into one of its operan
     }
   check_close(read(u).v, want2, 1e-12, "u = u u^T / 2 + u");
 }
+
+// Products fused with the elementwise work around them (point 2 of issue 33): the host
+// kernel's counts say how many products ran and how many ran with the statement's pass as
+// their epilogue; the values are checked against double loops either way.
+TEST_CASE("matmul: the consuming expression is the product's epilogue on the host, and a "
+          "product mentioned several times is computed once",
+          "[host]") {
+  auto& counts = kiln::detail::host_gemm_counts();
+  const std::int64_t n = 300, d = 70, h = 600; // several row blocks and strips, two threads
+  const auto xv = test::uniform<double>(n * d, -1, 1), wv = test::uniform<double>(d * h, -1, 1),
+             bv = test::uniform<double>(h, -1, 1);
+  const auto x = kiln::from(xv, {n, d}), w = kiln::from(wv, {d, h}), b = kiln::from(bv, {h});
+  std::vector<double> z(n * h);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < h; ++j) {
+      double s = bv[j];
+      for (std::int64_t q = 0; q < d; ++q)
+        s += xv[i * d + q] * wv[q * h + j];
+      z[i * h + j] = s;
+    }
+  auto gelu = [](double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); };
+  std::vector<double> y(z.size()), yt(z.size());
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    y[i] = gelu(z[i]);
+    yt[i] = 0.5 * z[i] * (1 + std::tanh(0.7978845608 * (z[i] + 0.044715 * z[i] * z[i] * z[i])));
+  }
+  using grad_test::check_close;
+  auto run = [&](auto&& statement, std::uint64_t products, std::uint64_t fused) {
+    const std::uint64_t p0 = counts.products, f0 = counts.fused;
+    statement();
+    CHECK(counts.products - p0 == products);
+    CHECK(counts.fused - f0 == fused);
+  };
+  kiln::tensor<double> out = kiln::zeros<double>({n, h}), pre = kiln::zeros<double>({n, h});
+  run([&] { out = kiln::gelu(kiln::matmul(x, w) + b); }, 1, 1);
+  check_close(read(out).v, y, 1e-12, "gelu(x w + b)");
+  // Written out, the product is mentioned four times: computed once.
+  run(
+      [&] {
+        const auto zz = kiln::matmul(x, w) + b;
+        out = 0.5 * zz * (1.0 + kiln::tanh(0.7978845608 * (zz + 0.044715 * zz * zz * zz)));
+      },
+      1, 1);
+  check_close(read(out).v, yt, 1e-9, "tanh gelu written out");
+  // The pre-activation and the activation, one product and one epilogue for both.
+  run(
+      [&] {
+        const auto zz = kiln::matmul(x, w) + b;
+        kiln::eval(pre = zz, out = kiln::gelu(zz));
+      },
+      1, 1);
+  check_close(read(pre).v, z, 1e-12, "eval: pre");
+  check_close(read(out).v, y, 1e-12, "eval: gelu(pre)");
+  // alpha * product + beta * c, in place into c (c is read at each element before written).
+  kiln::tensor<double> c = kiln::from(z, {n, h});
+  run([&] { c = 2.0 * kiln::matmul(x, w) - 0.5 * c; }, 1, 1);
+  std::vector<double> want(z.size());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    want[i] = 2.0 * (z[i] - bv[i % h]) - 0.5 * z[i];
+  check_close(read(c).v, want, 1e-12, "c = 2 x w - c / 2");
+  // A target that is an operand of the product is not fused (the kernel still reads it).
+  const auto sq = kiln::from(test::uniform<double>(d * d, -1, 1), {d, d});
+  const std::vector<double> s0 = sq.to_vector();
+  run([&] { sq.narrow(0, 0, d) = kiln::relu(kiln::matmul(sq, sq)); }, 1, 0);
+  std::vector<double> want2(d * d, 0.0);
+  for (std::int64_t i = 0; i < d; ++i)
+    for (std::int64_t j = 0; j < d; ++j) {
+      for (std::int64_t q = 0; q < d; ++q)
+        want2[i * d + j] += s0[i * d + q] * s0[q * d + j];
+      want2[i * d + j] = std::max(0.0, want2[i * d + j]);
+    }
+  check_close(read(sq).v, want2, 1e-12, "sq = relu(sq sq)");
+  // A result in f16 converts after the product: not fused, right all the same.
+  const auto xh = kiln::cast<kiln::half>(x).eval(), wh = kiln::cast<kiln::half>(w).eval();
+  kiln::tensor<kiln::half> oh = kiln::zeros<kiln::half>({n, h});
+  run([&] { oh = kiln::relu(kiln::matmul(xh, wh)); }, 1, 0);
+  // A product whose result is broadcast by the statement cannot be its epilogue.
+  kiln::tensor<double> wide = kiln::zeros<double>({3, n, h});
+  run([&] { wide = kiln::matmul(x, w) + kiln::zeros<double>({3, 1, 1}); }, 1, 0);
+  check_close(
+      read(kiln::tensor<double>(wide.narrow(0, 2, 1).squeeze(0))).v,
+      [&] {
+        std::vector<double> v(z.size());
+        for (std::size_t i = 0; i < z.size(); ++i)
+          v[i] = z[i] - bv[i % h];
+        return v;
+      }(),
+      1e-12, "broadcast result");
+  // Batches, one epilogue over every batch element's strips.
+  const auto xb = kiln::from(test::uniform<double>(3 * 20 * d, -1, 1), {3, 20, d});
+  kiln::tensor<double> ob = kiln::zeros<double>({3, 20, h});
+  run([&] { ob = kiln::tanh(kiln::matmul(xb, w) + b); }, 1, 1);
+  const values xbv = read(xb);
+  std::vector<double> wantb;
+  for (std::int64_t e = 0; e < 3 * 20; ++e)
+    for (std::int64_t j = 0; j < h; ++j) {
+      double s = bv[j];
+      for (std::int64_t q = 0; q < d; ++q)
+        s += xbv.v[e * d + q] * wv[q * h + j];
+      wantb.push_back(std::tanh(s));
+    }
+  check_close(read(ob).v, wantb, 1e-12, "tanh(xb w + b)");
+}

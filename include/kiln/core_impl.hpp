@@ -5,6 +5,7 @@
 #include "kiln/backend_impl.hpp"
 #include "kiln/contractions/form_impl.hpp"
 #include "kiln/contractions/gemm_impl.hpp"
+#include "kiln/contractions/strip_pass_impl.hpp"
 #include "kiln/core.hpp"
 #include "kiln/device_impl.hpp"
 #include "kiln/error_impl.hpp"

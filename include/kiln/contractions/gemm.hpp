@@ -6,6 +6,7 @@
 // operand expression is evaluated while its tiles are packed, into no temporary.
 #include "kiln/linkage.hpp"
 
+#include <atomic>
 #include <cstdint>
 
 namespace kiln::detail {
@@ -26,6 +27,13 @@ struct gemm_blocking {
   int threads = 0;
 };
 
+// Called on each part of C as soon as it holds its final values, from the thread that
+// computed it (parts are disjoint; several run at once): rows [i0, i0 + rows) and cols
+// [j0, j0 + cols) of batch element `batch`, a strip of a few hundred cols at most, while it
+// is still in cache. The fused epilogue (epilogue.hpp) runs there.
+using gemm_epilogue = void (*)(const void* ctx, std::int64_t batch, std::int64_t i0,
+                               std::int64_t rows, std::int64_t j0, std::int64_t cols);
+
 template <class T>
 struct gemm_call {
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
@@ -34,12 +42,21 @@ struct gemm_call {
   const void* b = nullptr;
   T* c = nullptr; // batch x m x n, contiguous
   gemm_blocking blocking;
+  gemm_epilogue epilogue = nullptr;
+  const void* epilogue_ctx = nullptr;
 };
 
 // C = A · B for every batch element.
 KILN_CORE_INLINE void run_gemm(const gemm_call<float>& g);
 KILN_CORE_INLINE void run_gemm(const gemm_call<double>& g);
 KILN_CORE_INLINE void run_gemm(const gemm_call<std::int64_t>& g);
+
+// Products run by the host kernel since the program started, and of them those that ran
+// with an epilogue (a fused pass): what the tests count to prove fusion.
+struct gemm_counts {
+  std::atomic<std::uint64_t> products{0}, fused{0};
+};
+KILN_CORE_INLINE gemm_counts& host_gemm_counts();
 
 // The blocking the kernel uses for T when none is given, from the caches' sizes.
 KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr);

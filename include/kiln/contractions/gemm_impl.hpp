@@ -93,18 +93,34 @@ template <class T>
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * NV * W + j] : t[i * NV * W + j];
 }
 
-// The tiles of an mc x [panel range) block: A's packed mc rows against B's packed panels.
+// Where a finished strip of C goes next: the epilogue, with the strip's place in C.
+struct strip_sink {
+  gemm_epilogue fn = nullptr;
+  const void* ctx = nullptr;
+  std::int64_t batch = 0, i0 = 0, j0 = 0;
+};
+
+// The tiles of an mc x [panel range) block: A's packed mc rows against B's packed panels;
+// with `last`, each panel's strip goes to the epilogue once its tiles are done.
 template <class T>
 void macro_kernel(std::int64_t mc, std::int64_t kc, const T* ap, const T* bp, std::int64_t j0,
-                  std::int64_t j1, std::int64_t ncols, T* c, std::int64_t ldc, bool accumulate) {
+                  std::int64_t j1, std::int64_t ncols, T* c, std::int64_t ldc, bool accumulate,
+                  const strip_sink& sink) {
   using tile = gemm_tile<T>;
   constexpr int MR = tile::mr, NR = tile::nr;
+  // A strip is 256 cols at least: the epilogue pass walks it a row at a time, and a row of
+  // one panel's width cost more to set up than to compute.
+  std::int64_t strip = j0;
   for (std::int64_t j = j0; j < j1; j += NR) {
     const int nr = int(std::min<std::int64_t>(NR, ncols - j));
     const T* b = bp + j * kc;
     for (std::int64_t i = 0; i < mc; i += MR) {
       const int mr = int(std::min<std::int64_t>(MR, mc - i));
       micro_kernel<T>(kc, ap + i * kc, b, c + i * ldc + j, ldc, accumulate, mr, nr);
+    }
+    if (sink.fn && (j + nr - strip >= 256 || j + NR >= j1)) {
+      sink.fn(sink.ctx, sink.batch, sink.i0, mc, sink.j0 + strip, j + nr - strip);
+      strip = j + nr;
     }
   }
 }
@@ -123,6 +139,7 @@ void gemm_one(const gemm_call<T>& g, const gemm_blocking& blk, std::int64_t bi, 
   T* const C = g.c + bi * m * n;
   if (k == 0) { // nothing contracted: the sum of no products
     std::fill(C, C + m * n, T(0));
+    if (g.epilogue) g.epilogue(g.epilogue_ctx, bi, 0, m, 0, n);
     return;
   }
   thread_pool& pool = thread_pool::instance();
@@ -144,15 +161,16 @@ void gemm_one(const gemm_call<T>& g, const gemm_blocking& blk, std::int64_t bi, 
           g.pack_b(g.b, bp + lo * NR * kc, bi, jc + lo * NR, std::min(nc, hi * NR) - lo * NR, pc,
                    kc, NR);
       };
-      const bool accumulate = pc > 0;
+      const bool accumulate = pc > 0, last = pc + kc >= k;
       auto compute = [&](int t) {
         const std::int64_t ib = t / nsplit, js = t % nsplit;
         const std::int64_t i0 = ib * mc, mcb = std::min(mc, m - i0);
         T* const ap = scratch<T, 1>(std::size_t(round_up(mcb, MR) * kc));
         g.pack_a(g.a, ap, bi, i0, mcb, pc, kc, MR);
         const std::int64_t p0 = panels * js / nsplit, p1 = panels * (js + 1) / nsplit;
+        const strip_sink sink{last ? g.epilogue : nullptr, g.epilogue_ctx, bi, i0, jc};
         macro_kernel<T>(mcb, kc, ap, bp, p0 * NR, std::min(nc, p1 * NR), nc, C + i0 * n + jc, n,
-                        accumulate);
+                        accumulate, sink);
       };
       if (threads <= 1) {
         pack_b(0);
@@ -168,6 +186,8 @@ void gemm_one(const gemm_call<T>& g, const gemm_blocking& blk, std::int64_t bi, 
 
 template <class T>
 void gemm_driver(const gemm_call<T>& g) {
+  host_gemm_counts().products.fetch_add(1, std::memory_order_relaxed);
+  if (g.epilogue) host_gemm_counts().fused.fetch_add(1, std::memory_order_relaxed);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   gemm_blocking blk = default_gemm_blocking(int(sizeof(T)), gemm_tile<T>::nr);
   if (g.blocking.mc > 0) blk.mc = round_up(g.blocking.mc, gemm_tile<T>::mr);
@@ -195,6 +215,11 @@ void gemm_driver(const gemm_call<T>& g) {
 }
 
 } // namespace gemm_detail
+
+KILN_CORE_INLINE gemm_counts& host_gemm_counts() {
+  static gemm_counts c;
+  return c;
+}
 
 KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr) {
   static const std::int64_t l1 = gemm_detail::cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10),

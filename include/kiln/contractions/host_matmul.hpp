@@ -97,8 +97,11 @@ packed_operand<E> make_packed(const E& e, const contraction& c, matrix_form f, b
   return o;
 }
 
+// The product of a and b into `out` (fresh, contiguous); with an epilogue (R must then be
+// the accumulator type), each finished strip of `out` is handed to it.
 template <class R, class A, class B>
-void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c,
+                 gemm_epilogue epilogue = nullptr, const void* epilogue_ctx = nullptr) {
   using Acc = matmul_acc_t<R>;
   // A result stored transposed is the product of the operands' transposes, swapped.
   const contraction s = c.out_t ? swapped(c) : c;
@@ -115,6 +118,8 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
   g.b = c.out_t ? static_cast<const void*>(&pa) : &pb;
   if constexpr (std::is_same_v<R, Acc>) {
     g.c = out.data(); // fresh and contiguous
+    g.epilogue = epilogue;
+    g.epilogue_ctx = epilogue_ctx;
     run_gemm(g);
   } else {
     const tensor<Acc> acc(out.shape());

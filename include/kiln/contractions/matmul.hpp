@@ -129,3 +129,5 @@ KILN_STATEMENT auto outer(X&& x, Y&& y) {
 }
 
 } // namespace kiln
+
+#include "kiln/contractions/epilogue.hpp"

@@ -18,6 +18,27 @@
 
 namespace kiln {
 
+namespace detail {
+inline void run_host_pass_runner(const void*, const host_kernel_ref& k,
+                                 std::span<const host_output> outs,
+                                 std::span<const flat_leaf> leaves,
+                                 std::span<const flat_scalar> scalars, const kiln::shape& shape) {
+  run_host_pass(k, outs, leaves, scalars, shape);
+}
+
+// Whether a product is part of the elementwise tree of an expression (not inside a
+// reduction or another product's operand): on the host, such a product runs with that tree
+// as its epilogue (contractions/epilogue.hpp, which specializes this for its node).
+template <class E>
+inline constexpr bool has_top_product = false;
+template <class Op, class... C>
+inline constexpr bool has_top_product<expr_node<Op, C...>> = (has_top_product<C> || ...);
+template <element D, class E>
+void product_assign(const tensor<D>& dst, const E& e);
+template <element... D, class... E>
+void product_eval(pending_assign<D, E>&... p);
+} // namespace detail
+
 // Reductions inside an expression are evaluated first; every other node is kept.
 template <element T>
 const tensor<T>& materialize(const tensor<T>& t) {
@@ -88,10 +109,19 @@ struct pass_output {
   const E* expr;
 };
 
+// What runs a host pass once its parts are laid out: run_host_pass, or the epilogue of a
+// fused product (contractions/epilogue.hpp), which runs it strip by strip.
+using host_pass_runner = void (*)(const void* ctx, const host_kernel_ref& k,
+                                  std::span<const host_output> outs,
+                                  std::span<const flat_leaf> leaves,
+                                  std::span<const flat_scalar> scalars, const kiln::shape& shape);
+
 // Runs outputs of one shape on the host, those marked in `active` (the others are left
-// alone): the pass type's kernel and the flat lists of its leaves, handed to the host pass.
+// alone): the pass type's kernel and the flat lists of its leaves, handed to the host pass
+// (or to `runner`).
 template <class... O>
-void host_run_pass(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
+void host_run_pass_with(host_pass_runner runner, const void* ctx,
+                        const std::array<bool, sizeof...(O)>& active, const O&... outs) {
   using kernel =
       host_kernel<type_list<typename O::dst_type...>, type_list<typename O::expr_type...>>;
   constexpr int n_leaves = kernel::leaf_start.back(), n_scalars = kernel::scalar_start.back();
@@ -106,8 +136,13 @@ void host_run_pass(const std::array<bool, sizeof...(O)>& active, const O&... out
   for (std::size_t k = sizeof...(O); k-- > 0;)
     if (active[k]) first = k;
   const kiln::shape* shapes[] = {&outs.dst.shape()...};
-  run_host_pass(kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
-                {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+  (runner ? runner : run_host_pass_runner)(
+      ctx, kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
+      {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+}
+template <class... O>
+void host_run_pass(const std::array<bool, sizeof...(O)>& active, const O&... outs) {
+  host_run_pass_with(nullptr, nullptr, active, outs...);
 }
 
 template <class... O>
@@ -167,8 +202,9 @@ void execute_outputs(const Tup& outs, std::index_sequence<I...>) {
 // another target through a different layout (one shape), or shares memory with another
 // output's inputs or target (several shapes, computed in groups), every output is computed
 // into a temporary first, then copied.
+// The planner's verdict on outputs (see run_outputs): whether they may be computed in place.
 template <class Tup, std::size_t... I>
-void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op) {
+bool outputs_in_place(const Tup& outs, std::index_sequence<I...>, const char* op) {
   // Built in place (a copy through make_tuple stalled on store forwarding).
   const std::tuple<flat_expr<typename std::tuple_element_t<I, Tup>::expr_type>...> flats(
       *std::get<I>(outs).expr...);
@@ -176,7 +212,12 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op)
       plan_output{flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
                             dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()},
                   shape_of(*std::get<I>(outs).expr), std::get<I>(flats).leaf_span()}...};
-  if (plan_in_place(plan, op)) {
+  return plan_in_place(plan, op);
+}
+
+template <class Tup, std::size_t... I>
+void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op) {
+  if (outputs_in_place(outs, seq, op)) {
     execute_outputs(outs, seq);
     return;
   }
@@ -199,6 +240,12 @@ template <element D, class E>
 KILN_STATEMENT void assign(const tensor<D>& dst, const E& e) {
   if constexpr (!plain_tree<E>) { // reductions inside run first, on the target's device
     if (!dst.empty()) check_devices(e, dst.device(), "assign");
+    if constexpr (has_top_product<E>) {
+      if (!dst.empty() && dst.device().is_host()) {
+        product_assign(dst, e); // the product with this assignment as its epilogue
+        return;
+      }
+    }
     static_assert(!std::is_same_v<std::remove_cvref_t<decltype(materialize(e))>, E>);
     assign(dst, materialize(e));
   } else {
@@ -272,6 +319,12 @@ template <element... D, class... E>
 KILN_STATEMENT void eval(pending_assign<D, E>&&... p) {
   static_assert(sizeof...(D) >= 1, "kiln::eval needs at least one assignment");
   (p.mark_done(), ...);
+  if constexpr ((detail::has_top_product<E> || ...)) {
+    if (((!p.target().empty() && p.target().device().is_host()) && ...)) {
+      detail::product_eval(p...); // a product with these outputs as its epilogue
+      return;
+    }
+  }
   const std::tuple<decltype(detail::materialized(p.expr()))...> ms(
       detail::materialized(p.expr())...);
   detail::eval_with(ms, std::index_sequence_for<D...>{}, p...);

@@ -250,7 +250,7 @@ struct erfc : op_base {
   template <class B>
   KILN_SIMD_INLINE B simd(const B& x) {
     if constexpr (std::is_same_v<typename B::value_type, float>)
-      return detail::each_lane(x, [](float v) { return std::erfc(v); });
+      return erf_f64::erfc_f32(x);
     else
       return erf_f64::erfc(x);
   }

@@ -1,0 +1,238 @@
+#pragma once
+// A product and the elementwise work that consumes it, as one pass on the host: in
+// `y = gelu(matmul(x, w) + b)` or `kiln::eval(pre = z, y = gelu(z))`, the assignment's pass
+// runs on each strip of the product as soon as the kernel has finished it, while it is in
+// cache (strip_pass.hpp), instead of after the whole product was stored and read back.
+//
+// How: the statement's tree is materialized with its top-level products (those in its
+// elementwise part, not inside a reduction or another product's operand) deferred: each gets
+// its result tensor, not yet computed, and occurrences of one product (the same operands,
+// read the same way) share it, so a product that a tree mentions five times is computed
+// once. Then one deferred product whose result has the outputs' shape is run with the pass
+// as its epilogue; the others are computed first. It is not fused (and runs as before) where
+// the planner wants temporaries, where an output overlaps the product's operands (the
+// kernel still reads them while strips are written), or where the result is not of the
+// accumulator's type (f16, bf16, i32: converted after the product).
+#include "kiln/contractions/matmul.hpp"
+#include "kiln/contractions/strip_pass.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace kiln::detail {
+
+template <class A, class B>
+inline constexpr bool has_top_product<matmul_node<A, B>> = true;
+
+// A product whose result exists but is not computed yet.
+class deferred_product {
+public:
+  virtual ~deferred_product() = default;
+  // Computes the result, handing each finished strip to `epilogue` where one is given.
+  void compute(gemm_epilogue epilogue = nullptr, const void* ctx = nullptr) {
+    if (done_) return;
+    done_ = true;
+    run(epilogue, ctx);
+  }
+  const contraction& shape() const { return c_; }
+  bool fusable() const { return fusable_; }
+  // Whether an occurrence of node type `tag` over `leaves` and `scalars` is this product.
+  bool is(const void* tag, std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
+          const contraction& c) const {
+    if (tag != tag_ || c.fa != c_.fa || c.fb != c_.fb || c.out_t != c_.out_t ||
+        leaves.size() != leaves_.size() || scalars.size() != scalars_.size())
+      return false;
+    for (std::size_t i = 0; i < leaves.size(); ++i)
+      if (leaves[i].storage != leaves_[i].storage || *leaves[i].layout != *leaves_[i].layout)
+        return false;
+    for (std::size_t i = 0; i < scalars.size(); ++i)
+      if (scalars[i].bits != scalars_[i].bits) return false;
+    return true;
+  }
+  // Whether the memory of `target` (l over storage st) meets one of the operands'.
+  bool reads(const flat_leaf& target) const {
+    for (const flat_leaf& f : leaves_)
+      if (f.storage->on_host() &&
+          intersect(byte_range(target, *target.layout), byte_range(f, *f.layout)))
+        return true;
+    return false;
+  }
+
+protected:
+  deferred_product(const void* tag, const contraction& c, bool fusable)
+      : tag_(tag), c_(c), fusable_(fusable) {}
+  virtual void run(gemm_epilogue epilogue, const void* ctx) = 0;
+  const void* tag_;
+  contraction c_;
+  bool fusable_;
+  bool done_ = false;
+  std::vector<flat_leaf> leaves_; // pointing into the operands the derived class holds
+  std::vector<flat_scalar> scalars_;
+};
+
+template <class R, class A, class B>
+class deferred_matmul final : public deferred_product {
+public:
+  static constexpr char tag = 0;
+  deferred_matmul(const contraction& c, A a, B b)
+      : deferred_product(&tag, c, std::is_same_v<R, matmul_acc_t<R>>), out(c.out), a_(std::move(a)),
+        b_(std::move(b)) {
+    const flat_pass<A, B> f(a_, b_);
+    leaves_.assign(f.leaf_span().begin(), f.leaf_span().end());
+    scalars_.assign(f.scalar_span().begin(), f.scalar_span().end());
+  }
+  tensor<R> out;
+
+private:
+  void run(gemm_epilogue epilogue, const void* ctx) override {
+    if constexpr (std::is_same_v<R, matmul_acc_t<R>>)
+      host_matmul(out, a_, b_, c_, epilogue, ctx);
+    else
+      host_matmul(out, a_, b_, c_);
+  }
+  A a_;
+  B b_;
+};
+
+// The deferred products of one statement.
+struct product_context {
+  std::vector<std::unique_ptr<deferred_product>> products;
+};
+
+// materialize (eval/assign.hpp) with the top-level products deferred into ctx. Every
+// overload gives the type materialize gives.
+template <class N>
+auto materialize_top(const N& n, product_context&) {
+  return materialize(n); // a reduction or another node: as always
+}
+template <element T>
+const tensor<T>& materialize_top(const tensor<T>& t, product_context&) {
+  return t;
+}
+template <element T>
+const scalar_expr<T>& materialize_top(const scalar_expr<T>& s, product_context&) {
+  return s;
+}
+template <class Op, class... C>
+auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx);
+template <class A, class B>
+auto materialize_top(const matmul_node<A, B>& n, product_context& ctx) {
+  using R = value_t<matmul_node<A, B>>;
+  const auto a = evaluate_leaf_copy(materialize(n.a));
+  const auto b = evaluate_leaf_copy(materialize(n.b));
+  using Ma = std::remove_cvref_t<decltype(a)>;
+  using Mb = std::remove_cvref_t<decltype(b)>;
+  const kiln::device where = device_of(a);
+  check_devices(b, where, "matmul");
+  constexpr const char* device_only = first_named({device_only_in<Ma>, device_only_in<Mb>});
+  if (!where.is_host() || device_only != nullptr) { // as materialize does
+    tensor<R> out(n.c.out, where);
+    if constexpr (device_only != nullptr)
+      refuse_device_only(device_only);
+    else
+      device_matmul(out, a, b, n.c);
+    return out;
+  }
+  const flat_pass<Ma, Mb> f(a, b);
+  for (const auto& d : ctx.products)
+    if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), n.c))
+      return static_cast<const deferred_matmul<R, Ma, Mb>&>(*d).out;
+  auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(n.c, a, b);
+  tensor<R> out = d->out;
+  ctx.products.push_back(std::move(d));
+  return out;
+}
+template <class Op, class... C>
+auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx) {
+  return hana::unpack(n.children(), [&](const auto&... c) {
+    return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(
+        std::in_place, materialize_top(c, ctx)...);
+  });
+}
+
+template <class E>
+decltype(auto) materialized_top(const E& e, product_context& ctx) {
+  if constexpr (plain_tree<E>)
+    return (e);
+  else
+    return materialize_top(e, ctx);
+}
+
+// The pass of a statement's outputs as the epilogue of the product `ctx` points at.
+inline void fused_runner(const void* ctx, const host_kernel_ref& k,
+                         std::span<const host_output> outs, std::span<const flat_leaf> leaves,
+                         std::span<const flat_scalar> scalars, const kiln::shape& shape) {
+  auto& d = *static_cast<deferred_product*>(const_cast<void*>(ctx));
+  const contraction& c = d.shape();
+  strip_pass p{k, outs, leaves, scalars, shape, int(c.batch.size()), true, true};
+  // The kernel's rows and cols: the result's, or its transpose's where it is stored so.
+  p.has_rows = c.out_t ? has_cols(c.fb) : has_rows(c.fa);
+  p.has_cols = c.out_t ? has_rows(c.fa) : has_cols(c.fb);
+  d.compute(&run_strip, &p);
+}
+
+// Runs outputs (pass_outputs over materialized trees) with one of ctx's products fused.
+template <class Tup, std::size_t... I>
+void run_with_products(product_context& ctx, const Tup& outs, std::index_sequence<I...> seq,
+                       const char* op) {
+  constexpr const char* device_only =
+      first_named({device_only_in<typename std::tuple_element_t<I, Tup>::expr_type>...});
+  const kiln::shape& s = std::get<0>(outs).dst.shape();
+  deferred_product* fused = nullptr;
+  if (device_only == nullptr && ((std::get<I>(outs).dst.shape() == s) && ...)) {
+    const std::array<flat_leaf, sizeof...(I)> targets{
+        flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
+                  dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()}...};
+    for (const auto& d : ctx.products) {
+      bool ok = d->fusable() && d->shape().out == s;
+      for (const flat_leaf& t : targets)
+        ok = ok && !d->reads(t);
+      if (ok) {
+        fused = d.get();
+        break;
+      }
+    }
+  }
+  for (const auto& d : ctx.products)
+    if (d.get() != fused) d->compute();
+  if (fused != nullptr) {
+    if constexpr (device_only == nullptr) {
+      if (outputs_in_place(outs, seq, op)) {
+        std::array<bool, sizeof...(I)> all;
+        all.fill(true);
+        host_run_pass_with(&fused_runner, fused, all, std::get<I>(outs)...);
+        return;
+      }
+    }
+    fused->compute();
+  }
+  run_outputs(outs, seq, op);
+}
+
+template <element D, class E>
+void product_assign(const tensor<D>& dst, const E& e) {
+  product_context ctx;
+  const auto m = materialize_top(e, ctx);
+  run_with_products(ctx, std::make_tuple(pass_output<D, std::remove_cvref_t<decltype(m)>>{dst, &m}),
+                    std::index_sequence<0>{}, "assign");
+}
+
+template <class Ms, std::size_t... I, element... D, class... E>
+void product_eval_with(product_context& ctx, const Ms& ms, std::index_sequence<I...> seq,
+                       pending_assign<D, E>&... p) {
+  run_with_products(
+      ctx,
+      std::make_tuple(pass_output<D, std::remove_cvref_t<std::tuple_element_t<I, Ms>>>{
+          p.target(), &std::get<I>(ms)}...),
+      seq, "eval");
+}
+
+template <element... D, class... E>
+void product_eval(pending_assign<D, E>&... p) {
+  product_context ctx;
+  const std::tuple<decltype(materialized_top(p.expr(), ctx))...> ms(
+      materialized_top(p.expr(), ctx)...);
+  product_eval_with(ctx, ms, std::index_sequence_for<D...>{}, p...);
+}
+
+} // namespace kiln::detail
