@@ -22,7 +22,7 @@ base=(g++ cmake ninja-build libboost-dev libxsimd-dev xtl-dev libvulkan-dev)
 # Open MPI for kiln/mpi.hpp's tests and example (mpirun -np 2 over loopback).
 tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools
   openmpi-bin libopenmpi-dev)
-bench=(libeigen3-dev xtensor-dev time)
+bench=(libeigen3-dev xtensor-dev time libopenblas0-pthread)
 
 case "$mode" in
   quickstart) want=("${base[@]}") ;;

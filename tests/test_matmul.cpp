@@ -107,10 +107,14 @@ void check(const kiln::tensor<T>& got, const product& want, const std::string& w
   std::size_t bad = 0;
   double worst = 0;
   for (std::size_t i = 0; i < g.v.size(); ++i) {
-    const double tol = std::is_integral_v<T> ? 0.0
+    double tol = std::is_integral_v<T> ? 0.0
                                              : (want.k + 2) * acc * want.scale[i] +
                                                    eps<T>() * std::fabs(want.v[i]) + 1e-300;
-    const double err = std::fabs(g.v[i] - want.v[i]);
+    if (!std::isfinite(tol)) tol = 0; // a non-finite sum: compared by category below
+    // NaN and infinities propagate as in the exact sum (the reference's IEEE arithmetic).
+    const double err = std::isfinite(want.v[i]) ? std::fabs(g.v[i] - want.v[i])
+                       : std::isnan(want.v[i])  ? (std::isnan(g.v[i]) ? 0.0 : INFINITY)
+                                                : (g.v[i] == want.v[i] ? 0.0 : INFINITY);
     if (!(err <= tol)) {
       if (bad++ == 0) worst = err;
       UNSCOPED_INFO("element " << i << ": " << g.v[i] << " vs " << want.v[i] << " (tol " << tol
@@ -245,6 +249,22 @@ void random_gradients(int draws) {
   }
 }
 
+// NaN and infinities in the operands propagate as in the exact sums (a NaN row, an infinite
+// column, inf - inf = NaN); integer products accumulate in i64 and wrap to the result type.
+template <class T>
+void specials(const kiln::device& dev) {
+  const std::int64_t m = 19, k = 23, n = 37;
+  auto av = test::uniform<T>(m * k, -1, 1), bv = test::uniform<T>(k * n, -1, 1);
+  av[2 * k + 3] = std::numeric_limits<T>::quiet_NaN();
+  bv[1 * n + 4] = std::numeric_limits<T>::infinity();
+  bv[5 * n + 4] = -std::numeric_limits<T>::infinity(); // column 4: inf - inf where both meet
+  bv[7 * n + 9] = std::numeric_limits<T>::infinity();
+  av[6 * k + 7] = T(0); // 0 * inf = NaN in row 6, column 9
+  const auto a = kiln::from(av, {m, k}).to(dev), b = kiln::from(bv, {k, n}).to(dev);
+  check(kiln::tensor<T>(kiln::matmul(a, b)), reference(read(a), read(b)),
+        "NaN and infinities on " + dev.str());
+}
+
 } // namespace
 
 TEST_CASE("matmul: gradients over random shapes match finite differences", "[host]") {
@@ -375,6 +395,7 @@ TEST_CASE("matmul: numpy semantics over random shapes and layouts on each GPU de
     if (!dev) continue;
     random_products<float>(*dev, 12);
     random_products<std::int32_t>(*dev, 4);
+    specials<float>(*dev);
     // A product inside an expression and its gradient, f32 on the device against f64 here.
     const std::int64_t n = 6, d = 5, h = 4;
     const auto xv = test::uniform<double>(n * d, -1, 1), wv = test::uniform<double>(d * h, -1, 1);
@@ -389,6 +410,19 @@ TEST_CASE("matmul: numpy semantics over random shapes and layouts on each GPU de
     grad_test::check_close(read(g).v, read(kiln::tensor<double>(dwh)).v, 1e-5,
                            "d/dw on " + dev->str());
   }
+}
+
+TEST_CASE("matmul: NaN and infinities propagate, integers accumulate in i64 and wrap",
+          "[host]") {
+  specials<float>(kiln::device{});
+  specials<double>(kiln::device{});
+  // 3 * 2^30 fits no int32, but the sum of the three products accumulates in i64 and is
+  // converted once: (3 * 2^30 + 5) wraps to the same int32 as C++ converts it.
+  const auto a = kiln::from(std::vector<std::int32_t>{1 << 15, 1 << 15, 1 << 15, 5}, {1, 4});
+  const auto b = kiln::from(std::vector<std::int32_t>{1 << 15, 1 << 15, 1 << 15, 1}, {4, 1});
+  const std::int64_t want = 3 * (std::int64_t(1) << 30) + 5;
+  CHECK(kiln::tensor<std::int32_t>(kiln::matmul(a, b)).item() == static_cast<std::int32_t>(want));
+  CHECK(kiln::tensor<std::int64_t>(kiln::matmul(kiln::cast<std::int64_t>(a), b)).item() == want);
 }
 
 TEST_CASE("matmul: bad shapes are a kiln::error naming both shapes and the contracted dims, "

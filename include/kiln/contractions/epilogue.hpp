@@ -35,6 +35,9 @@ public:
     run(epilogue, ctx);
   }
   const contraction& shape() const { return c_; }
+  // Computes the result straight into a whole contiguous tensor of its shape and dtype
+  // (`dst = matmul(a, b)`), where that target is not an operand; false: nothing done.
+  virtual bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) = 0;
   bool fusable() const { return fusable_; }
   // Whether an occurrence of node type `tag` over `leaves` and `scalars` is this product.
   bool is(const void* tag, std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
@@ -82,6 +85,14 @@ public:
     scalars_.assign(f.scalar_span().begin(), f.scalar_span().end());
   }
   tensor<R> out;
+  bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) override {
+    if (done_ || t != dtype_of<R>() || !l.is_contiguous() || l.shape != c_.out ||
+        reads(flat_leaf{st.get(), &l, t}))
+      return false;
+    done_ = true;
+    host_matmul(tensor<R>(st, l), a_, b_, c_);
+    return true;
+  }
 
 private:
   void run(gemm_epilogue epilogue, const void* ctx) override {
@@ -213,6 +224,11 @@ template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e) {
   product_context ctx;
   const auto m = materialize_top(e, ctx);
+  if constexpr (is_tensor_v<std::remove_cvref_t<decltype(m)>>) { // dst = matmul(a, b)
+    if (ctx.products.size() == 1 &&
+        ctx.products[0]->compute_into(dst.storage(), dst.layout(), dtype_of<D>()))
+      return;
+  }
   run_with_products(ctx, std::make_tuple(pass_output<D, std::remove_cvref_t<decltype(m)>>{dst, &m}),
                     std::index_sequence<0>{}, "assign");
 }

@@ -52,6 +52,34 @@ template <class Acc, class E>
 void pack_operand(const void* operand, Acc* dst, std::int64_t bi, std::int64_t p0, std::int64_t np,
                   std::int64_t q0, std::int64_t nq, int R) {
   const auto& o = *static_cast<const packed_operand<E>*>(operand);
+  if constexpr (is_tensor_v<E>) {
+    // A tensor: straight from memory, panel by panel, each written in order.
+    const int nb = o.batch->size();
+    const std::int64_t* st = o.rd.st;
+    const auto* base = o.rd.base;
+    for (int d = nb - 1; d >= 0; --d) {
+      base += (bi % (*o.batch)[d]) * st[d];
+      bi /= (*o.batch)[d];
+    }
+    const std::int64_t sq = st[nb], sp = st[nb + 1];
+    for (std::int64_t p = 0; p < np; p += R) {
+      const std::int64_t rows = std::min<std::int64_t>(R, np - p);
+      const auto* src = base + (p0 + p) * sp + q0 * sq;
+      for (std::int64_t q = 0; q < nq; ++q, dst += R) {
+        const auto* s = src + q * sq;
+        std::int64_t r = 0;
+        if (sp == 1)
+          for (; r < rows; ++r)
+            dst[r] = convert<Acc>(s[r]);
+        else
+          for (; r < rows; ++r)
+            dst[r] = convert<Acc>(s[r * sp]);
+        for (; r < R; ++r)
+          dst[r] = Acc(0);
+      }
+    }
+    return;
+  }
   auto rd = o.rd;
   const int nb = o.batch->size();
   std::int64_t idx[max_rank] = {};
@@ -60,20 +88,41 @@ void pack_operand(const void* operand, Acc* dst, std::int64_t bi, std::int64_t p
     bi /= (*o.batch)[d];
   }
   const std::int64_t panels = (np + R - 1) / R;
+  using V = value_t<E>;
+  // An expression that runs on SIMD batches is read a batch at a time (its math functions
+  // then take their vector forms), its values spread over the panels.
+  constexpr bool simd = lane_bytes<E> == sizeof(V) && std::is_same_v<V, Acc>;
+  constexpr std::int64_t W = [] {
+    if constexpr (simd)
+      return std::int64_t(batch<V>::size);
+    else
+      return std::int64_t(1);
+  }();
   for (std::int64_t q = 0; q < nq; ++q) {
     idx[nb] = q0 + q;
     rd.set_row(idx, nb + 1);
-    Acc* col = dst + q * R;
-    std::int64_t p = 0;
-    for (std::int64_t pan = 0; pan < panels; ++pan) {
-      Acc* d = col + pan * R * nq;
-      const std::int64_t stop = std::min<std::int64_t>(R, np - p);
-      for (std::int64_t r = 0; r < stop; ++r)
-        d[r] = convert<Acc>(rd.at(p0 + p + r));
-      for (std::int64_t r = stop; r < R; ++r)
-        d[r] = Acc(0);
-      p += R;
+    // Values in p order go to lane r of panel `d`, the next panel R * nq further on.
+    Acc* d = dst + q * R;
+    std::int64_t r = 0, p = 0;
+    auto put = [&](Acc v) {
+      d[r] = v;
+      if (++r == R) {
+        r = 0;
+        d += R * nq;
+      }
+    };
+    if constexpr (simd) {
+      alignas(64) V v[W];
+      for (; p + W <= np; p += W) {
+        rd.load(p0 + p).store_aligned(v);
+        for (std::int64_t l = 0; l < W; ++l)
+          put(v[l]);
+      }
     }
+    for (; p < np; ++p)
+      put(convert<Acc>(rd.at(p0 + p)));
+    for (; p < panels * R; ++p)
+      put(Acc(0));
   }
 }
 
