@@ -4,7 +4,8 @@
 // finished strip of x W1: one pass), logits = h w2 + b2; the loss is the mean binary
 // cross-entropy from logits. Each epoch is a few full-batch steps; it prints the loss, the
 // accuracy and the time. Runs on the default device (KILN_DEVICE, e.g. vulkan:0). Exits
-// non-zero below 97% accuracy. Usage: mlp [epochs = 12].
+// non-zero below 97% accuracy (after fewer than 3 epochs: a loss not below 0.3, a third of
+// the untrained one). Usage: mlp [epochs = 12].
 #include <kiln/kiln.hpp>
 
 #include <algorithm>
@@ -49,19 +50,21 @@ int main(int argc, char** argv) {
 
   kiln::optim::adam<float> opt({W1, b1, w2, b2}, {.lr = 0.02});
   const auto t0 = std::chrono::steady_clock::now();
-  double acc = 0;
+  double acc = 0, l = 0;
   std::printf("a 2-layer network (%ld -> %ld -> 1) on %s\n", long(d), long(hidden),
               dev.str().c_str());
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     for (int s = 0; s < steps_per_epoch; ++s)
       opt.step(dW1, db1, dw2, db2);
-    const double l = kiln::tensor<float>(loss).item();
+    l = kiln::tensor<float>(loss).item();
     acc = kiln::mean(kiln::cast<float>((logits > 0.0f) == (Y > 0.5f))).item();
     const double spent =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("epoch %2d/%d  loss %.4f  accuracy %.2f%%  %.2f s\n", epoch, epochs, l, 100 * acc,
                 spent);
   }
-  std::printf("final accuracy %.2f%% (%s)\n", 100 * acc, acc >= 0.97 ? "ok" : "below 97%");
-  return acc >= 0.97 ? 0 : 1;
+  const bool ok = epochs >= 3 ? acc >= 0.97 : l < 0.3;
+  std::printf("final accuracy %.2f%%, loss %.4f (%s)\n", 100 * acc, l,
+              ok ? "ok" : epochs >= 3 ? "below 97%" : "loss not below 0.3");
+  return ok ? 0 : 1;
 }
