@@ -595,6 +595,33 @@ TEST_CASE("matmul: the consuming expression is the product's epilogue on the hos
         return v;
       }(),
       1e-12, "broadcast result");
+  // A layer's loss and gradients in one kiln::eval: the forward product, which the loss and
+  // both adjoints mention, is computed once; dW is one more product.
+  {
+    const auto r = kiln::from(test::uniform<double>(n * h, -1, 1), {n, h});
+    const auto loss = kiln::sum(kiln::gelu(kiln::matmul(x, w) + b) * r);
+    auto [dw, db] = kiln::grad(loss, w, b);
+    kiln::tensor<double> l, gw, gb;
+    run([&] { kiln::eval(l = loss, gw = dw, gb = db); }, 2, 0);
+    const values rv = read(r);
+    std::vector<double> gz(n * h);
+    double lw = 0;
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      const double v = z[i], pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      lw += gelu(v) * rv.v[i];
+      gz[i] = rv.v[i] * (0.5 * std::erfc(-v / std::sqrt(2.0)) + v * pdf);
+    }
+    std::vector<double> gwant(d * h, 0.0), bwant(h, 0.0);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < h; ++j) {
+        bwant[j] += gz[i * h + j];
+        for (std::int64_t q = 0; q < d; ++q)
+          gwant[q * h + j] += xv[i * d + q] * gz[i * h + j];
+      }
+    check_close(std::vector<double>{l.item()}, {lw}, 1e-10, "layer: loss");
+    check_close(read(gw).v, gwant, 1e-10, "layer: dW");
+    check_close(read(gb).v, bwant, 1e-10, "layer: db");
+  }
   // Batches, one epilogue over every batch element's strips.
   const auto xb = kiln::from(test::uniform<double>(3 * 20 * d, -1, 1), {3, 20, d});
   kiln::tensor<double> ob = kiln::zeros<double>({3, 20, h});

@@ -39,6 +39,7 @@ public:
   // (`dst = matmul(a, b)`), where that target is not an operand; false: nothing done.
   virtual bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) = 0;
   bool fusable() const { return fusable_; }
+  bool done() const { return done_; }
   // Whether an occurrence of node type `tag` over `leaves` and `scalars` is this product.
   bool is(const void* tag, std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
           const contraction& c) const {
@@ -126,8 +127,12 @@ const scalar_expr<T>& materialize_top(const scalar_expr<T>& s, product_context&)
 }
 template <class Op, class... C>
 auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx);
+// A product's result: computed now (or, with `defer`, when the statement runs it), shared by
+// every occurrence of the same product in ctx, the statement's products (null: outside a
+// statement, computed on its own). Operand expressions are materialized first; on a device,
+// or with an operand the host cannot run, it is computed as materialize always did.
 template <class A, class B>
-auto materialize_top(const matmul_node<A, B>& n, product_context& ctx) {
+auto product_result(const matmul_node<A, B>& n, product_context* ctx, bool defer) {
   using R = value_t<matmul_node<A, B>>;
   const auto a = evaluate_leaf_copy(materialize(n.a));
   const auto b = evaluate_leaf_copy(materialize(n.b));
@@ -136,22 +141,40 @@ auto materialize_top(const matmul_node<A, B>& n, product_context& ctx) {
   const kiln::device where = device_of(a);
   check_devices(b, where, "matmul");
   constexpr const char* device_only = first_named({device_only_in<Ma>, device_only_in<Mb>});
-  if (!where.is_host() || device_only != nullptr) { // as materialize does
+  if (!where.is_host() || device_only != nullptr || ctx == nullptr) {
     tensor<R> out(n.c.out, where);
     if constexpr (device_only != nullptr)
       refuse_device_only(device_only);
+    else if (where.is_host())
+      host_matmul(out, a, b, n.c);
     else
       device_matmul(out, a, b, n.c);
     return out;
   }
   const flat_pass<Ma, Mb> f(a, b);
-  for (const auto& d : ctx.products)
-    if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), n.c))
+  for (const auto& d : ctx->products)
+    if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), n.c)) {
+      if (!defer) d->compute();
       return static_cast<const deferred_matmul<R, Ma, Mb>&>(*d).out;
+    }
   auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(n.c, a, b);
+  if (!defer) d->compute();
   tensor<R> out = d->out;
-  ctx.products.push_back(std::move(d));
+  ctx->products.push_back(std::move(d));
   return out;
+}
+
+// The products of the statement this thread runs (eval/assign.hpp's statement_scope): one
+// result per product, kept until the statement ends.
+inline product_context& statement_products() {
+  thread_local product_context c;
+  return c;
+}
+inline void end_statement_products() { statement_products().products.clear(); }
+
+template <class A, class B>
+auto materialize_top(const matmul_node<A, B>& n, product_context& ctx) {
+  return product_result(n, &ctx, true);
 }
 template <class Op, class... C>
 auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx) {
@@ -182,10 +205,11 @@ inline void fused_runner(const void* ctx, const host_kernel_ref& k,
   d.compute(&run_strip, &p);
 }
 
-// Runs outputs (pass_outputs over materialized trees) with one of ctx's products fused.
+// Runs outputs (pass_outputs over materialized trees) with one of ctx's products from
+// `first` on (those this statement's materialization deferred) fused.
 template <class Tup, std::size_t... I>
-void run_with_products(product_context& ctx, const Tup& outs, std::index_sequence<I...> seq,
-                       const char* op) {
+void run_with_products(product_context& ctx, std::size_t first, const Tup& outs,
+                       std::index_sequence<I...> seq, const char* op) {
   constexpr const char* device_only =
       first_named({device_only_in<typename std::tuple_element_t<I, Tup>::expr_type>...});
   const kiln::shape& s = std::get<0>(outs).dst.shape();
@@ -194,18 +218,19 @@ void run_with_products(product_context& ctx, const Tup& outs, std::index_sequenc
     const std::array<flat_leaf, sizeof...(I)> targets{
         flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
                   dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()}...};
-    for (const auto& d : ctx.products) {
-      bool ok = d->fusable() && d->shape().out == s;
+    for (std::size_t i = first; i < ctx.products.size(); ++i) {
+      deferred_product* d = ctx.products[i].get();
+      bool ok = !d->done() && d->fusable() && d->shape().out == s;
       for (const flat_leaf& t : targets)
         ok = ok && !d->reads(t);
       if (ok) {
-        fused = d.get();
+        fused = d;
         break;
       }
     }
   }
-  for (const auto& d : ctx.products)
-    if (d.get() != fused) d->compute();
+  for (std::size_t i = first; i < ctx.products.size(); ++i)
+    if (ctx.products[i].get() != fused) ctx.products[i]->compute();
   if (fused != nullptr) {
     if constexpr (device_only == nullptr) {
       if (outputs_in_place(outs, seq, op)) {
@@ -222,22 +247,25 @@ void run_with_products(product_context& ctx, const Tup& outs, std::index_sequenc
 
 template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e) {
-  product_context ctx;
+  const statement_scope scope;
+  product_context& ctx = statement_products();
+  const std::size_t first = ctx.products.size();
   const auto m = materialize_top(e, ctx);
   if constexpr (is_tensor_v<std::remove_cvref_t<decltype(m)>>) { // dst = matmul(a, b)
-    if (ctx.products.size() == 1 &&
-        ctx.products[0]->compute_into(dst.storage(), dst.layout(), dtype_of<D>()))
+    if (ctx.products.size() == first + 1 &&
+        ctx.products[first]->compute_into(dst.storage(), dst.layout(), dtype_of<D>()))
       return;
   }
-  run_with_products(ctx, std::make_tuple(pass_output<D, std::remove_cvref_t<decltype(m)>>{dst, &m}),
+  run_with_products(ctx, first,
+                    std::make_tuple(pass_output<D, std::remove_cvref_t<decltype(m)>>{dst, &m}),
                     std::index_sequence<0>{}, "assign");
 }
 
 template <class Ms, std::size_t... I, element... D, class... E>
-void product_eval_with(product_context& ctx, const Ms& ms, std::index_sequence<I...> seq,
-                       pending_assign<D, E>&... p) {
+void product_eval_with(product_context& ctx, std::size_t first, const Ms& ms,
+                       std::index_sequence<I...> seq, pending_assign<D, E>&... p) {
   run_with_products(
-      ctx,
+      ctx, first,
       std::make_tuple(pass_output<D, std::remove_cvref_t<std::tuple_element_t<I, Ms>>>{
           p.target(), &std::get<I>(ms)}...),
       seq, "eval");
@@ -245,10 +273,20 @@ void product_eval_with(product_context& ctx, const Ms& ms, std::index_sequence<I
 
 template <element... D, class... E>
 void product_eval(pending_assign<D, E>&... p) {
-  product_context ctx;
+  const statement_scope scope;
+  product_context& ctx = statement_products();
+  const std::size_t first = ctx.products.size();
   const std::tuple<decltype(materialized_top(p.expr(), ctx))...> ms(
       materialized_top(p.expr(), ctx)...);
-  product_eval_with(ctx, ms, std::index_sequence_for<D...>{}, p...);
+  product_eval_with(ctx, first, ms, std::index_sequence_for<D...>{}, p...);
 }
 
 } // namespace kiln::detail
+
+namespace kiln {
+template <class A, class B>
+KILN_STATEMENT auto materialize(const matmul_node<A, B>& n) {
+  return detail::product_result(
+      n, detail::statement_open() ? &detail::statement_products() : nullptr, false);
+}
+} // namespace kiln

@@ -52,29 +52,10 @@ void visit_devices(const matmul_node<A, B>& n, F&& f) {
   visit_devices(n.b, f);
 }
 
-// The product, computed where its operands live (operands that are expressions are
-// evaluated while the host kernel packs them; on a device, see device_matmul).
+// The product, computed where its operands live: materialize (defined in epilogue.hpp, with
+// how products are shared within a statement and fused with it).
 template <class A, class B>
-KILN_STATEMENT auto materialize(const matmul_node<A, B>& n) {
-  using R = value_t<matmul_node<A, B>>;
-  const auto a = detail::evaluate_leaf_copy(materialize(n.a));
-  const auto b = detail::evaluate_leaf_copy(materialize(n.b));
-  const kiln::device where = detail::device_of(a);
-  detail::check_devices(b, where, "matmul");
-  tensor<R> out(n.c.out, where);
-  if (where.is_host()) {
-    constexpr const char* device_only =
-        detail::first_named({detail::device_only_in<std::remove_cvref_t<decltype(a)>>,
-                             detail::device_only_in<std::remove_cvref_t<decltype(b)>>});
-    if constexpr (device_only != nullptr)
-      detail::refuse_device_only(device_only);
-    else
-      detail::host_matmul(out, a, b, n.c);
-  } else {
-    detail::device_matmul(out, a, b, n.c);
-  }
-  return out;
-}
+KILN_STATEMENT auto materialize(const matmul_node<A, B>& n);
 
 namespace detail {
 template <class X>

@@ -35,6 +35,31 @@ template <class Op, class... C>
 inline constexpr bool has_top_product<expr_node<Op, C...>> = (has_top_product<C> || ...);
 template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e);
+
+// A statement (an assignment or a kiln::eval, with everything it evaluates on the way: the
+// reductions, products and adjoints inside it) runs within one scope: a product that occurs
+// in it several times, in the tree or in the adjoint trees of a gradient, is computed once
+// (contractions/epilogue.hpp), and the results are let go when the statement ends.
+inline bool& statement_open() {
+  thread_local bool open = false;
+  return open;
+}
+void end_statement_products();
+class statement_scope {
+public:
+  statement_scope() : owner_(!statement_open()) { statement_open() = true; }
+  ~statement_scope() {
+    if (owner_) {
+      end_statement_products();
+      statement_open() = false;
+    }
+  }
+  statement_scope(const statement_scope&) = delete;
+  statement_scope& operator=(const statement_scope&) = delete;
+
+private:
+  bool owner_;
+};
 template <element... D, class... E>
 void product_eval(pending_assign<D, E>&... p);
 } // namespace detail
@@ -239,6 +264,7 @@ void run_outputs(const Tup& outs, std::index_sequence<I...> seq, const char* op)
 template <element D, class E>
 KILN_STATEMENT void assign(const tensor<D>& dst, const E& e) {
   if constexpr (!plain_tree<E>) { // reductions inside run first, on the target's device
+    const statement_scope scope;
     if (!dst.empty()) check_devices(e, dst.device(), "assign");
     if constexpr (has_top_product<E>) {
       if (!dst.empty() && dst.device().is_host()) {
@@ -319,6 +345,7 @@ template <element... D, class... E>
 KILN_STATEMENT void eval(pending_assign<D, E>&&... p) {
   static_assert(sizeof...(D) >= 1, "kiln::eval needs at least one assignment");
   (p.mark_done(), ...);
+  const detail::statement_scope scope;
   if constexpr ((detail::has_top_product<E> || ...)) {
     if (((!p.target().empty() && p.target().device().is_host()) && ...)) {
       detail::product_eval(p...); // a product with these outputs as its epilogue
