@@ -28,8 +28,8 @@ namespace {
 struct openblas {
   using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*,
                            int, float, float*, int);
-  using dgemm_t = void (*)(int, int, int, int, int, int, double, const double*, int,
-                           const double*, int, double, double*, int);
+  using dgemm_t = void (*)(int, int, int, int, int, int, double, const double*, int, const double*,
+                           int, double, double*, int);
   sgemm_t sgemm = nullptr;
   dgemm_t dgemm = nullptr;
   void (*set_threads)(int) = nullptr;
@@ -54,8 +54,7 @@ struct openblas {
 };
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Times each contender `rounds` times, in turn, after one warm-up call each: medians (s).
@@ -134,13 +133,13 @@ void fused(const openblas& ob, std::int64_t m, std::int64_t n, std::int64_t k, b
                                : nullptr,
                        [&] { p = kiln::matmul(x, w); }},
                       rounds);
-  const auto pr = race({[&] { y = kiln::matmul(kiln::relu(x), w); },
-                        ob.ok() ? std::function<void()>([&] {
-                          r = kiln::relu(x);
-                          ob.gemm(int(m), int(n), int(k), r.data(), w.data(), y.data());
-                        })
-                                : nullptr},
-                       rounds);
+  const auto pr =
+      race({[&] { y = kiln::matmul(kiln::relu(x), w); }, ob.ok() ? std::function<void()>([&] {
+              r = kiln::relu(x);
+              ob.gemm(int(m), int(n), int(k), r.data(), w.data(), y.data());
+            })
+                                                                 : nullptr},
+           rounds);
   std::printf("| %ld x %ld x %ld | %.3f | %.3f | %s | %.3f | %s | %.3f | %.3f | %s |\n", long(m),
               long(n), long(k), e[0] * 1e3, e[1] * 1e3, ratio(e[1], e[0]).c_str(), e[2] * 1e3,
               ratio(e[0], e[2]).c_str(), pr[0] * 1e3, pr[1] * 1e3, ratio(pr[1], pr[0]).c_str());
@@ -153,9 +152,13 @@ void layer(std::int64_t m, std::int64_t n, std::int64_t k, bool quick) {
   kiln::tensor<float> p = kiln::zeros<float>({m, n}), l = kiln::zeros<float>({}),
                       gw = kiln::zeros<float>({k, n}), gb = kiln::zeros<float>({n});
   const auto loss = kiln::sum(kiln::gelu(kiln::matmul(x, w) + b) * r);
-  auto [dw, db] = kiln::grad(loss, w, b);
-  const auto t = race({[&] { p = kiln::matmul(x, w); }, [&] { kiln::eval(l = loss, gw = dw, gb = db); }},
-                      rounds_for(6.0 * m * n * k, quick));
+  // (named, not bound: clang 14 cannot capture a structured binding in a lambda)
+  const auto grads = kiln::grad(loss, w, b);
+  const auto& dw = std::get<0>(grads);
+  const auto& db = std::get<1>(grads);
+  const auto t =
+      race({[&] { p = kiln::matmul(x, w); }, [&] { kiln::eval(l = loss, gw = dw, gb = db); }},
+           rounds_for(6.0 * m * n * k, quick));
   std::printf("| %ld x %ld x %ld | %.3f | %.3f | %s |\n", long(m), long(n), long(k), t[0] * 1e3,
               t[1] * 1e3, ratio(t[1], t[0]).c_str());
 }

@@ -605,7 +605,10 @@ TEST_CASE("matmul: the consuming expression is the product's epilogue on the hos
   {
     const auto r = kiln::from(test::uniform<double>(n * h, -1, 1), {n, h});
     const auto loss = kiln::sum(kiln::gelu(kiln::matmul(x, w) + b) * r);
-    auto [dw, db] = kiln::grad(loss, w, b);
+    // (named, not bound: clang 14 cannot capture a structured binding in a lambda)
+    const auto grads = kiln::grad(loss, w, b);
+    const auto& dw = std::get<0>(grads);
+    const auto& db = std::get<1>(grads);
     kiln::tensor<double> l, gw, gb;
     run([&] { kiln::eval(l = loss, gw = dw, gb = db); }, 2, 0);
     const values rv = read(r);
