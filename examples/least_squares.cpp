@@ -62,7 +62,8 @@ int main() {
   const auto X = kiln::from(xs, {n, p}), y = kiln::from(ys, {n});
 
   // The normal equations: two products, X^T read through a transposed view (no copy).
-  const kiln::tensor<double> gram = kiln::matmul(X.transpose(), X), rhs = kiln::matmul(X.transpose(), y);
+  const kiln::tensor<double> gram = kiln::matmul(X.transpose(), X),
+                             rhs = kiln::matmul(X.transpose(), y);
   const std::vector<double> c = solve_spd(gram.to_vector(), rhs.to_vector(), int(p));
   double worst = 0;
   std::printf("coefficient   known     fitted\n");

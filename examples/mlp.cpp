@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
     v = noise(gen) / 0.15f;
   for (std::int64_t i = 0; i < n; ++i) {
     const float t = angle(gen), c = float(i % 2);
-    const float p0 = c == 0 ? std::cos(t) : 1 - std::cos(t), p1 = c == 0 ? std::sin(t) : 0.5f - std::sin(t);
+    const float p0 = c == 0 ? std::cos(t) : 1 - std::cos(t),
+                p1 = c == 0 ? std::sin(t) : 0.5f - std::sin(t);
     const float q0 = p0 + noise(gen), q1 = p1 + noise(gen);
     y[i] = c;
     for (std::int64_t j = 0; j < d; ++j)
@@ -38,9 +39,12 @@ int main(int argc, char** argv) {
   const kiln::device dev = kiln::default_device();
   const auto X = kiln::from(x, {n, d}).to(dev), Y = kiln::from(y, {n}).to(dev);
   // Weights drawn with the variance 1 / fan-in.
-  auto W1 = (kiln::random::normal<float>({d, hidden}, 11) * float(1 / std::sqrt(double(d)))).eval().to(dev);
-  auto w2 =
-      (kiln::random::normal<float>({hidden}, 12) * float(1 / std::sqrt(double(hidden)))).eval().to(dev);
+  auto W1 = (kiln::random::normal<float>({d, hidden}, 11) * float(1 / std::sqrt(double(d))))
+                .eval()
+                .to(dev);
+  auto w2 = (kiln::random::normal<float>({hidden}, 12) * float(1 / std::sqrt(double(hidden))))
+                .eval()
+                .to(dev);
   auto b1 = kiln::zeros<float>({hidden}, dev), b2 = kiln::zeros<float>({}, dev);
 
   const auto h = kiln::gelu(kiln::matmul(X, W1) + b1); // [n, hidden]
@@ -65,6 +69,8 @@ int main(int argc, char** argv) {
   }
   const bool ok = epochs >= 3 ? acc >= 0.97 : l < 0.3;
   std::printf("final accuracy %.2f%%, loss %.4f (%s)\n", 100 * acc, l,
-              ok ? "ok" : epochs >= 3 ? "below 97%" : "loss not below 0.3");
+              ok            ? "ok"
+              : epochs >= 3 ? "below 97%"
+                            : "loss not below 0.3");
   return ok ? 0 : 1;
 }
