@@ -13,30 +13,26 @@ namespace kiln::detail {
 
 // The layout of operand t (form f; `left`: it is A) over the dims (batch..., m, n, k).
 inline layout product_view(const layout& l, const contraction& c, matrix_form f, bool left) {
-  const operand_dims d = operand_matrix(l.shape, f);
   const int nb = c.batch.size();
+  const operand_walk w = strides_of(l.shape, l.strides.data(), f, nb);
   layout v;
   v.offset = l.offset;
   for (int i = 0; i < nb; ++i) {
-    const int s = i - (nb - d.batch_rank);
     v.shape.push_back(c.batch[i]);
-    v.strides.push_back(s >= 0 && l.shape[s] != 1 ? l.strides[s] : 0);
+    v.strides.push_back(w.batch[i]);
   }
-  auto stride = [&](int dim) { return dim >= 0 ? l.strides[dim] : 0; };
   v.shape.push_back(c.m);
-  v.strides.push_back(left ? stride(d.row_dim) : 0);
+  v.strides.push_back(left ? w.rows : 0);
   v.shape.push_back(c.n);
-  v.strides.push_back(left ? 0 : stride(d.col_dim));
+  v.strides.push_back(left ? 0 : w.cols);
   v.shape.push_back(c.k);
-  v.strides.push_back(stride(left ? d.col_dim : d.row_dim));
+  v.strides.push_back(left ? w.cols : w.rows);
   return v;
 }
 
 template <class R, class A, class B>
 void device_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
-  using Acc = std::conditional_t<is_floating(dtype_of<R>()),
-                                 std::conditional_t<std::is_same_v<R, double>, double, float>,
-                                 std::int64_t>;
+  using Acc = matmul_acc_t<R>;
   const tensor<value_t<A>> ta = evaluate(a);
   const tensor<value_t<B>> tb = evaluate(b);
   // A result stored transposed is the product of the operands' transposes, swapped.

@@ -5,10 +5,12 @@
 // shape rule and its errors live here, untyped and compiled once (kiln/linkage.hpp); the
 // node (matmul.hpp), the host kernel (gemm.hpp), the device lowering and the adjoints all
 // read this one description.
+#include "kiln/dtype.hpp"
 #include "kiln/linkage.hpp"
 #include "kiln/shape.hpp"
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 namespace kiln {
@@ -89,6 +91,36 @@ struct operand_dims {
   int batch_rank = 0; // its leading dims that are batch dims
 };
 KILN_CORE_INLINE operand_dims operand_matrix(const kiln::shape& s, matrix_form f);
+
+// An operand's strides along a contraction's dims, from its strides `st` over its shape `s`
+// (read in form f): one per batch dim of the contraction's `batch_rank` (0 where the operand
+// lacks or broadcasts it), then its matrix's rows and cols (0 where the form inserts them).
+// What the host packers and the device's broadcast views both walk.
+struct operand_walk {
+  std::int64_t batch[max_rank] = {};
+  std::int64_t rows = 0, cols = 0;
+};
+inline operand_walk strides_of(const kiln::shape& s, const std::int64_t* st, matrix_form f,
+                               int batch_rank) {
+  const operand_dims d = operand_matrix(s, f);
+  operand_walk r;
+  for (int i = 0; i < batch_rank; ++i) {
+    const int k = i - (batch_rank - d.batch_rank);
+    r.batch[i] = k >= 0 && s[k] != 1 ? st[k] : 0;
+  }
+  r.rows = d.row_dim >= 0 ? st[d.row_dim] : 0;
+  r.cols = d.col_dim >= 0 ? st[d.col_dim] : 0;
+  return r;
+}
+
+namespace detail {
+// The accumulator of a product of values of type T: f32 for 16-bit floats and f32, f64, and
+// i64 for integers.
+template <class T>
+using matmul_acc_t =
+    std::conditional_t<std::is_same_v<T, double>, double,
+                       std::conditional_t<is_floating(dtype_of<T>()), float, std::int64_t>>;
+} // namespace detail
 
 } // namespace kiln
 

@@ -7,7 +7,6 @@
 #include "kiln/contractions/form.hpp"
 #include "kiln/contractions/gemm.hpp"
 #include "kiln/eval/assign.hpp"
-#include "kiln/eval/iteration_space.hpp"
 #include "kiln/eval/readers.hpp"
 
 #include <type_traits>
@@ -15,29 +14,6 @@
 namespace kiln {
 
 namespace detail {
-
-// The accumulator of a product of values of type T: f32 for 16-bit floats and f32, f64, and
-// i64 for integers.
-template <class T>
-using matmul_acc_t =
-    std::conditional_t<std::is_same_v<T, double>, double,
-                       std::conditional_t<is_floating(dtype_of<T>()), float, std::int64_t>>;
-
-// Strides, over the dims (batch..., q, p) of the contraction, of a leaf that has strides
-// `st` over the operand's shape `s` (p: the dim the kernel panels, q: the contracted dim;
-// -1 where the operand's form inserts it).
-inline std::array<std::int64_t, max_rank>
-panel_strides(const std::array<std::int64_t, max_rank>& st, const kiln::shape& s, int batch_rank,
-              int operand_batch_rank, int q, int p) {
-  std::array<std::int64_t, max_rank> r{};
-  for (int i = 0; i < batch_rank; ++i) {
-    const int d = i - (batch_rank - operand_batch_rank);
-    r[i] = d >= 0 && s[d] != 1 ? st[d] : 0; // a missing or broadcast batch dim
-  }
-  r[batch_rank] = q >= 0 ? st[q] : 0;
-  r[batch_rank + 1] = p >= 0 ? st[p] : 0;
-  return r;
-}
 
 // An operand as a packer reads it: its reader over (batch..., q, p).
 template <class E>
@@ -130,14 +106,17 @@ void pack_operand(const void* operand, Acc* dst, std::int64_t bi, std::int64_t p
 template <class E>
 packed_operand<E> make_packed(const E& e, const contraction& c, matrix_form f, bool left) {
   const kiln::shape& s = shape_of(e);
-  const operand_dims d = operand_matrix(s, f);
-  const int q = left ? d.col_dim : d.row_dim, p = left ? d.row_dim : d.col_dim;
+  const int nb = c.batch.size();
+  // Each leaf's strides over (batch..., q, p): q the contracted dim, p the one panelled.
   std::vector<std::array<std::int64_t, max_rank>> st;
   for_each_leaf(e, [&](const auto& t) {
     const layout b = views::broadcast_to(t.layout(), s, "matmul");
-    std::array<std::int64_t, max_rank> a{};
-    std::copy(b.strides.begin(), b.strides.end(), a.begin());
-    st.push_back(panel_strides(a, s, c.batch.size(), d.batch_rank, q, p));
+    const operand_walk w = strides_of(s, b.strides.data(), f, nb);
+    std::array<std::int64_t, max_rank> r{};
+    std::copy(w.batch, w.batch + nb, r.begin());
+    r[nb] = left ? w.cols : w.rows;
+    r[nb + 1] = left ? w.rows : w.cols;
+    st.push_back(r);
   });
   std::size_t i = 0;
   auto next = [&]() -> const std::int64_t* { return st[i++].data(); };
