@@ -148,17 +148,20 @@ void check_type(const kiln::device& dev, const tune::space& sp,
   // each; 100 is shorter than most groups, so lanes start from the identity) and few long
   // rows (partials, then the merge): plan_reduction says which. On the CPU stand-in for
   // CUDA (a host thread per device thread, 0.2 ms a barrier), fewer rows of each kind.
-  // There every distinct kernel is a host compile (~1-2 s), so only the smallest and the
-  // largest group are run, on one shape per stage; vulkan:0 runs all four on four shapes.
+  // There every distinct kernel is a host compile (~1-2 s), so one shape per stage runs, each
+  // under one group (the smallest and the largest in turn); vulkan:0 runs all four on four.
   using shape_t = std::pair<std::int64_t, std::int64_t>;
   const bool stand_in = (cuda_test::on_cpu() && dev.kind() == kiln::device_kind::cuda) ||
                         (metal_test::on_cpu() && dev.kind() == kiln::device_kind::metal);
   const std::vector<shape_t> shapes =
       stand_in ? std::vector<shape_t>{{300, 20}, {40, 100}, {2, 30000}}
                : std::vector<shape_t>{{300, 20}, {500, 100}, {2000, 300}, {3, 100000}};
-  const std::vector<std::int64_t> groups =
-      stand_in ? std::vector<std::int64_t>{32, 256} : std::vector<std::int64_t>{32, 64, 128, 256};
-  for (const auto& shape : shapes) {
+  const std::vector<std::int64_t> all_groups = {32, 64, 128, 256};
+  for (std::size_t si = 0; si < shapes.size(); ++si) {
+    const auto& shape = shapes[si];
+    // On a stand-in one group per shape, the smallest and the largest in turn.
+    const std::vector<std::int64_t> groups =
+        stand_in ? std::vector<std::int64_t>{si % 2 == 0 ? 32 : 256} : all_groups;
     const std::int64_t rows = shape.first, cols = shape.second; // (lambdas capture them)
     const std::vector<T> xv = draws<T>(std::size_t(rows * cols));
     const std::vector<double> xh(xv.begin(), xv.end());

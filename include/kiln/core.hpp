@@ -1,6 +1,7 @@
 #pragma once
 // kiln without GPU devices: the DSL, the planner, the host executor and autodiff
 // (CMake target kiln::core, header-only). <kiln/kiln.hpp> adds the GPU devices.
+#include "kiln/contractions/einsum.hpp"
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/creation.hpp"
 #include "kiln/device.hpp"

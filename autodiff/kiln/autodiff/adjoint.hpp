@@ -47,6 +47,8 @@ template <class G>
 inline constexpr bool has_tensor<sum_to_node<G>> = has_tensor<G>;
 template <class A, class B>
 inline constexpr bool has_tensor<matmul_node<A, B>> = has_tensor<A> || has_tensor<B>;
+template <class A, class B>
+inline constexpr bool has_tensor<einsum_node<A, B>> = has_tensor<A> || has_tensor<B>;
 
 template <class Op>
 inline constexpr bool has_rule = requires {
@@ -88,6 +90,8 @@ template <class G2, class G>
 auto backprop(const sum_to_node<G2>& n, const G& g, const kiln::shape&, bool alive);
 template <class A, class B, class G>
 auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, bool alive);
+template <class A, class B, class G>
+auto backprop(const einsum_node<A, B>& n, const G& g, const kiln::shape& full, bool alive);
 
 template <class N, class Adj, class G, std::size_t... I>
 auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
@@ -226,6 +230,35 @@ auto backprop(const sum_to_node<G2>& n, const G& g, const kiln::shape&, bool ali
   return backprop(n.g, g, n.full, alive);
 }
 
+// The adjoint of a contraction node n of its own shape, from the adjoint g of shape `full`
+// (n used broadcast): summed down, or where g is one, the number of copies.
+template <class N, class G>
+auto node_cotangent(const N& n, const G& g, const kiln::shape& full) {
+  using V = value_t<N>;
+  const kiln::shape& own = shape_of(n);
+  if constexpr (is_one<G>) {
+    tensor<V> t(kiln::shape{}, detail::device_of(n));
+    t = static_cast<V>(numel(own) == 0 ? 0 : numel(full) / numel(own));
+    return t.broadcast_to(own);
+  } else {
+    return sum_to_node<std::remove_cvref_t<decltype(toolkit::expr(g))>>(toolkit::expr(g), full,
+                                                                        own);
+  }
+}
+
+// The records below a contraction's operand, given its adjoint `adj` (which has the
+// contraction's batch dims: where the operand broadcast one, its leaves sum it down).
+template <class Op, class Adj>
+auto operand_backprop(const Op& operand, const Adj& adj, bool alive) {
+  if constexpr (!has_tensor<Op>) {
+    return hana::make_tuple();
+  } else {
+    kiln::shape s = shape_of(adj);
+    broadcast_into(s, shape_of(operand)); // the operand's dims are the adjoint's or broadcast
+    return backprop(operand, adj, s, alive);
+  }
+}
+
 // Through a product C = opA(A) opB(B): the adjoints are products again, dA = g opB(B)^T
 // (computed as opB(B) g^T where A is read transposed, so that it has A's own layout) and
 // dB = opA(A)^T g, g being the adjoint of C's own shape (summed down where C is used
@@ -237,39 +270,45 @@ auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, b
   if constexpr (!has_tensor<matmul_node<A, B>>) {
     return hana::make_tuple();
   } else {
-    using V = value_t<matmul_node<A, B>>;
-    const kiln::shape& own = shape_of(n);
-    const auto go = [&] {
-      if constexpr (is_one<G>) { // the number of copies of each element, broadcast
-        tensor<V> t(kiln::shape{}, detail::device_of(n));
-        t = static_cast<V>(numel(own) == 0 ? 0 : numel(full) / numel(own));
-        return t.broadcast_to(own);
-      } else {
-        return sum_to_node<std::remove_cvref_t<decltype(toolkit::expr(g))>>(toolkit::expr(g), full,
-                                                                            own);
-      }
-    }();
+    const auto go = node_cotangent(n, g, full);
     using Go = std::remove_cvref_t<decltype(go)>;
     const contraction& c = n.c;
     // g read as C (transposed back where C is stored transposed).
     matrix_form fg = has_rows(c.fa) ? (has_cols(c.fb) ? matrix_form::full : matrix_form::column)
                                     : (has_cols(c.fb) ? matrix_form::row : matrix_form::scalar);
     if (c.out_t) fg = transposed(fg);
-    auto to = [&](const auto& operand, const auto& adj) {
-      using Op = std::remove_cvref_t<decltype(operand)>;
-      if constexpr (!has_tensor<Op>) {
-        return hana::make_tuple();
-      } else {
-        kiln::shape s = shape_of(adj);
-        broadcast_into(s, shape_of(operand)); // the operand's batch dims are C's or broadcast
-        return backprop(operand, adj, s, alive);
-      }
-    };
-    const auto da = to(n.a, matmul_node<Go, B>(go, n.b, fg, transposed(c.fb), "matmul (adjoint)",
-                                               c.fa == matrix_form::transposed));
-    const auto db = to(n.b, matmul_node<A, Go>(n.a, go, transposed(c.fa), fg, "matmul (adjoint)",
-                                               c.fb == matrix_form::transposed));
+    const auto da =
+        operand_backprop(n.a,
+                         matmul_node<Go, B>(go, n.b, fg, transposed(c.fb), "matmul (adjoint)",
+                                            c.fa == matrix_form::transposed),
+                         alive);
+    const auto db =
+        operand_backprop(n.b,
+                         matmul_node<A, Go>(n.a, go, transposed(c.fa), fg, "matmul (adjoint)",
+                                            c.fb == matrix_form::transposed),
+                         alive);
     return hana::flatten(hana::make_tuple(da, db));
+  }
+}
+
+// Through an einsum: each operand's adjoint is an einsum of the output's adjoint with the
+// other operand, back onto that operand's labels (a diagonal written back on its diagonal,
+// a label it summed away broadcast back).
+template <class A, class B, class G>
+auto backprop(const einsum_node<A, B>& n, const G& g, const kiln::shape& full, bool alive) {
+  if constexpr (!has_tensor<einsum_node<A, B>>) {
+    return hana::make_tuple();
+  } else {
+    const auto go = node_cotangent(n, g, full);
+    using Go = std::remove_cvref_t<decltype(go)>;
+    const auto da = operand_backprop(n.a, einsum_node<Go, B>(go, n.b, adjoint_plan(n.p, 0)), alive);
+    if constexpr (std::is_same_v<B, einsum_unit>) {
+      return da;
+    } else {
+      const auto db =
+          operand_backprop(n.b, einsum_node<A, Go>(n.a, go, adjoint_plan(n.p, 1)), alive);
+      return hana::flatten(hana::make_tuple(da, db));
+    }
   }
 }
 

@@ -91,6 +91,10 @@ template <class A, class B>
 auto materialize_off(const matmul_node<A, B>& n) {
   return scalar_zero<value_t<matmul_node<A, B>>>(detail::device_of(n));
 }
+template <class A, class B>
+auto materialize_off(const einsum_node<A, B>& n) {
+  return scalar_zero<value_t<einsum_node<A, B>>>(detail::device_of(n));
+}
 template <class Op, class... C>
 auto materialize_off(const expr_node<Op, C...>& n) {
   return hana::unpack(n.children(), [](const auto&... c) {

@@ -1,0 +1,247 @@
+#pragma once
+// kiln::einsum and kiln::tensordot as lazy nodes. When one runs (materialize, like a
+// reduction), its plan (einsum_plan.hpp) is lowered over views of the operands: a label an
+// operand repeats is read on its diagonal, a label only one operand has is summed away first
+// (the fused reduction), the batch, free and contracted labels are arranged into a batched
+// matrix product (matmul's kernels: host or device), merged without a copy where the strides
+// allow and copied once where they do not; where nothing is contracted it is one elementwise
+// pass over broadcast views. The result is written in the output's order (through a view
+// where that is the product's own order, else copied once). Operand expressions are evaluated
+// first and the consuming expression is a pass of its own: matmul is the fused form.
+#include "kiln/contractions/einsum_plan.hpp"
+#include "kiln/contractions/matmul.hpp"
+#include "kiln/creation.hpp"
+#include "kiln/reduce.hpp"
+
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+// The second operand of a one-operand einsum: none.
+struct einsum_unit {};
+
+template <class A, class B>
+struct einsum_node : expression_base<einsum_node<A, B>> {
+  using value_type = std::conditional_t<
+      std::is_same_v<B, einsum_unit>, value_t<A>,
+      promote_t<value_t<A>, value_t<std::conditional_t<std::is_same_v<B, einsum_unit>, A, B>>>>;
+  static_assert(!std::is_same_v<value_type, bool>,
+                "kiln: einsum of bool tensors is not defined; cast them to an integer type");
+  A a;
+  B b;
+  einsum_plan p; // labels, extents and the result's shape, checked when the node is built
+  einsum_node(A a_, B b_, einsum_plan p_) : a(std::move(a_)), b(std::move(b_)), p(std::move(p_)) {}
+  einsum_node(const einsum_node&) = default;
+  einsum_node(einsum_node&&) = default;
+  einsum_node& operator=(const einsum_node&) = default;
+  einsum_node& operator=(einsum_node&&) = default;
+  KILN_STATEMENT ~einsum_node() {}
+};
+template <class A, class B>
+struct is_expression_type<einsum_node<A, B>> : std::true_type {};
+
+template <class A, class B>
+const kiln::shape& shape_of(const einsum_node<A, B>& n) {
+  return n.p.out_shape;
+}
+template <class A, class B, class F>
+void visit_devices(const einsum_node<A, B>& n, F&& f) {
+  visit_devices(n.a, f);
+  if constexpr (!std::is_same_v<B, einsum_unit>) visit_devices(n.b, f);
+}
+
+namespace detail {
+
+// Operand i (viewed as v, its labels distinct) with the labels that neither the other
+// operand nor the output has summed away; v then describes the result.
+template <class T>
+tensor<T> fold_away(const einsum_plan& p, int i, const tensor<T>& t, label_view& v) {
+  kiln::axes over;
+  over.everything = false;
+  einsum_labels kept;
+  for (std::size_t d = 0; d < v.labels.size(); ++d) {
+    const std::int8_t x = v.labels[d];
+    if (!p.in_output(x) && !p.in_operand(1 - i, x))
+      over.list.push_back(std::int64_t(d));
+    else
+      kept.push_back(x);
+  }
+  const tensor<T> view(t.storage(), v.l);
+  if (over.list.empty()) return view;
+  const tensor<T> r = evaluate(kiln::cast<T>(kiln::sum(view, over)));
+  v.labels = std::move(kept);
+  v.l = r.layout();
+  return r;
+}
+
+inline einsum_labels joined(std::initializer_list<const einsum_labels*> parts) {
+  einsum_labels r;
+  for (const einsum_labels* p : parts)
+    r.insert(r.end(), p->begin(), p->end());
+  return r;
+}
+
+// Operand t over `batch` then its matrix's `rows` and `cols` label groups, each group one dim
+// (absent where empty): a view where the strides allow, a contiguous copy where not.
+template <class T>
+tensor<T> as_matrix(const einsum_plan& p, const tensor<T>& t, const label_view& v,
+                    const einsum_roles& r, const einsum_labels& rows, const einsum_labels& cols) {
+  const layout l = arranged(p, v, joined({&r.batch, &rows, &cols}));
+  kiln::shape target;
+  for (const std::int8_t x : r.batch)
+    target.push_back(p.extent[x]);
+  for (const einsum_labels* g : {&rows, &cols}) {
+    if (g->empty()) continue;
+    std::int64_t e = 1;
+    for (const std::int8_t x : *g)
+      e *= p.extent[x];
+    target.push_back(e);
+  }
+  if (auto m = views::try_reshape(l, target)) return tensor<T>(t.storage(), *m);
+  return tensor<T>(t.storage(), l).clone().reshape(target);
+}
+
+// The plan run over tensors ta and tb (tb unused with one operand), on ta's device.
+template <class R, class TA, class TB>
+KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<TA>& ta,
+                                    const tensor<TB>& tb) {
+  using Acc = matmul_acc_t<R>;
+  const kiln::device where = ta.device();
+  label_view va = distinct_view(p, p.in[0], ta.layout()), vb;
+  const tensor<TA> fa = fold_away(p, 0, ta, va);
+  tensor<TB> fb;
+  if (p.operands == 2) {
+    vb = distinct_view(p, p.in[1], tb.layout());
+    fb = fold_away(p, 1, tb, vb);
+  }
+  const einsum_roles r = roles_of(p, va.labels, vb.labels);
+  // The result over the output's labels that an operand has (all of them, once each, unless
+  // this is an adjoint writing a diagonal or broadcasting).
+  einsum_labels bound;
+  for (const std::int8_t x : p.out)
+    if (!einsum_plan::has(bound, x) &&
+        (einsum_plan::has(va.labels, x) || einsum_plan::has(vb.labels, x)))
+      bound.push_back(x);
+  const bool direct = bound == p.out;
+  kiln::shape bound_shape;
+  for (const std::int8_t x : bound)
+    bound_shape.push_back(p.extent[x]);
+  const tensor<R> out(bound_shape, where);
+  const label_view vo{out.layout(), bound};
+  const einsum_labels nat = joined({&r.batch, &r.free_a, &r.free_b});
+  const layout onat = arranged(p, vo, nat);
+  if (r.contracted.empty()) {
+    const tensor<TA> xa(fa.storage(), arranged(p, va, nat));
+    if (p.operands == 1) {
+      assign(tensor<R>(out.storage(), onat), kiln::cast<R>(xa));
+    } else {
+      const tensor<TB> xb(fb.storage(), arranged(p, vb, nat));
+      assign(tensor<R>(out.storage(), onat),
+             kiln::cast<R>(kiln::cast<Acc>(xa) * kiln::cast<Acc>(xb)));
+    }
+  } else {
+    const tensor<TA> ma = as_matrix(p, fa, va, r, r.free_a, r.contracted);
+    const tensor<TB> mb = as_matrix(p, fb, vb, r, r.contracted, r.free_b);
+    const contraction c = make_contraction(
+        "einsum", ma.shape(), r.free_a.empty() ? matrix_form::row : matrix_form::full, mb.shape(),
+        r.free_b.empty() ? matrix_form::column : matrix_form::full);
+    const auto into = views::try_reshape(onat, c.out);
+    const bool in_place = into && into->is_contiguous();
+    const tensor<R> dst = in_place ? tensor<R>(out.storage(), *into) : tensor<R>(c.out, where);
+    if (where.is_host())
+      host_matmul(dst, ma, mb, c);
+    else
+      device_matmul(dst, ma, mb, c);
+    if (!in_place) {
+      kiln::shape ns;
+      for (const std::int8_t x : nat)
+        ns.push_back(p.extent[x]);
+      assign(tensor<R>(out.storage(), onat), dst.reshape(ns));
+    }
+  }
+  if (direct) return out;
+  // An adjoint's result: zeros off its diagonals, broadcast along labels no operand has.
+  const tensor<R> full = kiln::zeros<R>(p.out_shape, where);
+  const label_view vf = distinct_view(p, p.out, full.layout());
+  assign(tensor<R>(full.storage(), vf.l), tensor<R>(out.storage(), arranged(p, vo, vf.labels)));
+  return full;
+}
+
+template <class X>
+void require_einsum_operand() {
+  static_assert(expression<X>, "kiln: einsum's and tensordot's operands are kiln tensors or "
+                               "expressions (multiply a scalar with *)");
+}
+
+} // namespace detail
+
+// The contraction, computed where its operands live (the first operand's device).
+template <class A, class B>
+KILN_STATEMENT auto materialize(const einsum_node<A, B>& n) {
+  using R = value_t<einsum_node<A, B>>;
+  const tensor<value_t<A>> ta = detail::evaluate(n.a);
+  if constexpr (std::is_same_v<B, einsum_unit>) {
+    return detail::run_einsum<R>(n.p, ta, ta);
+  } else {
+    const tensor<value_t<B>> tb = detail::evaluate(n.b);
+    detail::check_devices(tb, ta.device(), "einsum");
+    return detail::run_einsum<R>(n.p, ta, tb);
+  }
+}
+
+// numpy's einsum for one or two operands: "ij,jk->ik", "bij,bkj->bik", "ii->i" (a
+// diagonal), "ij->" (a sum), "i,j->ij", "...ij,...jk->...ik" (broadcast batch dims); without
+// "->" the output is the labels used once, in character order. A label repeated in one
+// operand reads its diagonal; a dim of 1 broadcasts against the label's other dims.
+template <class X>
+KILN_STATEMENT auto einsum(std::string_view spec, X&& x) {
+  detail::require_einsum_operand<std::remove_cvref_t<X>>();
+  detail::require_operand(x, "einsum");
+  einsum_plan p = parse_einsum("einsum", spec, shape_of(x), nullptr);
+  return einsum_node<std::remove_cvref_t<X>, einsum_unit>(std::forward<X>(x), einsum_unit{},
+                                                          std::move(p));
+}
+template <class X, class Y>
+KILN_STATEMENT auto einsum(std::string_view spec, X&& x, Y&& y) {
+  detail::require_einsum_operand<std::remove_cvref_t<X>>();
+  detail::require_einsum_operand<std::remove_cvref_t<Y>>();
+  detail::require_operand(x, "einsum");
+  detail::require_operand(y, "einsum");
+  einsum_plan p = parse_einsum("einsum", spec, shape_of(x), &shape_of(y));
+  return einsum_node<std::remove_cvref_t<X>, std::remove_cvref_t<Y>>(
+      std::forward<X>(x), std::forward<Y>(y), std::move(p));
+}
+
+// numpy's tensordot: x's dims `ax` contracted with y's dims `ay` (pairwise, equal extents);
+// the result has x's other dims, then y's, in order.
+template <class X, class Y>
+KILN_STATEMENT auto tensordot(X&& x, Y&& y, const std::vector<std::int64_t>& ax,
+                              const std::vector<std::int64_t>& ay) {
+  detail::require_einsum_operand<std::remove_cvref_t<X>>();
+  detail::require_einsum_operand<std::remove_cvref_t<Y>>();
+  detail::require_operand(x, "tensordot");
+  detail::require_operand(y, "tensordot");
+  einsum_plan p = tensordot_plan(shape_of(x), shape_of(y), ax, ay);
+  return einsum_node<std::remove_cvref_t<X>, std::remove_cvref_t<Y>>(
+      std::forward<X>(x), std::forward<Y>(y), std::move(p));
+}
+// tensordot(x, y, n): x's last n dims contracted with y's first n.
+template <class X, class Y>
+KILN_STATEMENT auto tensordot(X&& x, Y&& y, std::int64_t n = 2) {
+  const int rx = shape_of(x).size();
+  if (n < 0 || n > rx || n > shape_of(y).size())
+    throw error("tensordot", "more dims to contract than an operand has",
+                std::to_string(n) + " dims of shapes " + shape_of(x).str() + " and " +
+                    shape_of(y).str());
+  std::vector<std::int64_t> ax, ay;
+  for (std::int64_t i = 0; i < n; ++i) {
+    ax.push_back(rx - n + i);
+    ay.push_back(i);
+  }
+  return tensordot(std::forward<X>(x), std::forward<Y>(y), ax, ay);
+}
+
+} // namespace kiln

@@ -1,0 +1,402 @@
+// einsum and tensordot (issue 33): subscripts drawn at random (batch, free, contracted and
+// summed-away labels, diagonals, dims of 1 that broadcast, extents 0 and 1, permuted and
+// strided operands), against a sum over every assignment of the labels computed here in
+// double; gradients against finite differences; errors naming the subscripts and shapes;
+// results inside expressions; each GPU device against the same reference.
+#include "vulkan_support.hpp" // first: it registers a Catch listener
+
+#include "cuda_support.hpp"
+#include "grad_support.hpp"
+#include "metal_support.hpp"
+#include "support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+template <class X>
+std::vector<double> read(const X& x) {
+  using T = kiln::value_t<X>;
+  const kiln::tensor<T> t = kiln::tensor<T>(x).to(kiln::device{});
+  std::vector<double> r;
+  for (const T& e : t.to_vector())
+    r.push_back(double(kiln::convert<double>(e)));
+  return r;
+}
+
+// A drawn einsum: each operand's subscripts and shape, the output's subscripts.
+struct problem {
+  std::vector<std::string> in;
+  std::vector<kiln::shape> shape;
+  std::string out;
+  std::string spec() const {
+    std::string s = in[0];
+    for (std::size_t i = 1; i < in.size(); ++i)
+      s += "," + in[i];
+    return s + "->" + out;
+  }
+};
+
+// The reference: for every assignment of the labels, the product of the operands' elements
+// added to the output's. Also the sum of |products| per output (the error bound's scale)
+// and the number of terms.
+struct reference {
+  std::vector<double> v, scale;
+  std::int64_t terms = 1;
+};
+reference einsum_reference(const problem& p, const std::vector<std::vector<double>>& x) {
+  std::map<char, std::int64_t> ext;
+  for (std::size_t i = 0; i < p.in.size(); ++i)
+    for (std::size_t d = 0; d < p.in[i].size(); ++d) {
+      std::int64_t& e = ext[p.in[i][d]];
+      if (e <= 1) e = std::max<std::int64_t>(e, p.shape[i][int(d)]);
+      if (p.shape[i][int(d)] == 0) e = 0;
+    }
+  std::vector<char> labels;
+  for (const auto& [c, e] : ext)
+    labels.push_back(c);
+  std::int64_t nout = 1;
+  for (const char c : p.out)
+    nout *= ext[c];
+  reference r;
+  r.v.assign(std::size_t(nout), 0.0);
+  r.scale.assign(std::size_t(nout), 0.0);
+  for (const char c : labels)
+    if (p.out.find(c) == std::string::npos) r.terms *= std::max<std::int64_t>(ext[c], 1);
+  std::int64_t total = 1;
+  for (const char c : labels)
+    total *= ext[c];
+  std::map<char, std::int64_t> at;
+  for (std::int64_t e = 0; e < total; ++e) {
+    std::int64_t rest = e;
+    for (auto it = labels.rbegin(); it != labels.rend(); ++it) {
+      at[*it] = rest % ext[*it];
+      rest /= ext[*it];
+    }
+    double prod = 1;
+    for (std::size_t i = 0; i < p.in.size(); ++i) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < p.in[i].size(); ++d) {
+        const std::int64_t s = p.shape[i][int(d)];
+        off = off * s + (s == 1 ? 0 : at[p.in[i][d]]);
+      }
+      prod *= x[i][std::size_t(off)];
+    }
+    std::int64_t o = 0;
+    for (const char c : p.out)
+      o = o * ext[c] + at[c];
+    r.v[std::size_t(o)] += prod;
+    r.scale[std::size_t(o)] += std::fabs(prod);
+  }
+  return r;
+}
+
+// A random einsum of one or two operands over up to 5 labels: each label is batch, free,
+// contracted or summed away by where it appears; a label may repeat within an operand (a
+// diagonal) or have extent 1 in one operand (broadcast).
+problem draw_problem(int operands) {
+  const int nl = test::draw(1, 5);
+  std::vector<std::int64_t> ext;
+  for (int l = 0; l < nl; ++l) {
+    const int r = test::draw(0, 9);
+    ext.push_back(r == 0 ? 0 : r == 1 ? 1 : test::draw(2, 9));
+  }
+  problem p;
+  std::string used;
+  for (int i = 0; i < operands; ++i) {
+    std::string s;
+    const int rank = test::draw(0, 4);
+    for (int d = 0; d < rank; ++d) {
+      char c = char('a' + test::draw(0, nl - 1));
+      // Mostly distinct labels: a repeat (a diagonal) one time in five.
+      if (s.find(c) != std::string::npos && test::draw(0, 4) != 0) continue;
+      s.push_back(c);
+    }
+    kiln::shape sh;
+    for (const char c : s) {
+      const std::int64_t e = ext[c - 'a'];
+      // A dim of 1 against the label's extent elsewhere, unless it repeats in this operand.
+      const bool once = std::count(s.begin(), s.end(), c) == 1;
+      sh.push_back(once && e > 1 && test::draw(0, 7) == 0 ? 1 : e);
+    }
+    p.in.push_back(s);
+    p.shape.push_back(sh);
+    used += s;
+  }
+  // The output: a random subset of the labels used, in random order, each once.
+  std::string distinct;
+  for (const char c : used)
+    if (distinct.find(c) == std::string::npos) distinct.push_back(c);
+  std::shuffle(distinct.begin(), distinct.end(), test::rng());
+  for (const char c : distinct)
+    if (test::draw(0, 2) != 0) p.out.push_back(c);
+  return p;
+}
+
+// An operand of shape s with random values, contiguous, reversed in memory (a permuted
+// view) or strided.
+template <class T>
+kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
+  auto fill = [](const kiln::shape& sh) {
+    const std::size_t n = std::size_t(kiln::numel(sh));
+    return kiln::from(
+        std::is_integral_v<T> ? test::integers<T>(n, -4, 4) : test::uniform<T>(n, -2, 2), sh);
+  };
+  const int how = test::draw(0, 2);
+  if (how == 1 && s.size() >= 2) {
+    kiln::shape r;
+    for (int d = s.size() - 1; d >= 0; --d)
+      r.push_back(s[d]);
+    const kiln::tensor<T> f = fill(r).to(dev);
+    kiln::layout l = f.layout();
+    std::reverse(l.shape.begin(), l.shape.end());
+    std::reverse(l.strides.begin(), l.strides.end());
+    return kiln::tensor<T>(f.storage(), l);
+  }
+  if (how == 2 && s.size() >= 1) {
+    kiln::shape w = s;
+    w[0] = 2 * s[0] + 1;
+    return fill(w).to(dev).slice(0, 1, 2 * s[0] + 1, 2);
+  }
+  return fill(s).to(dev);
+}
+
+template <class T>
+constexpr double eps() {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::numeric_limits<T>::epsilon();
+  else
+    return 0;
+}
+
+template <class T>
+void check(const kiln::tensor<T>& got, const reference& want, const std::string& what) {
+  INFO(what);
+  const std::vector<double> g = read(got);
+  REQUIRE(g.size() == want.v.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    // A sum of `terms` products: (terms + 2) eps sum|products|, plus the result's rounding.
+    const double tol =
+        (want.terms + 2) * eps<T>() * want.scale[i] + eps<T>() * std::fabs(want.v[i]);
+    if (!(std::fabs(g[i] - want.v[i]) <= tol)) {
+      UNSCOPED_INFO("element " << i << ": " << g[i] << " vs " << want.v[i] << " (tol " << tol
+                               << ")");
+      if (++bad > 3) break;
+    }
+  }
+  CHECK(bad == 0);
+}
+
+template <class T>
+void random_einsums(const kiln::device& dev, int draws) {
+  for (int i = 0; i < draws; ++i) {
+    const problem p = draw_problem(test::draw(1, 5) == 1 ? 1 : 2);
+    std::vector<kiln::tensor<T>> x;
+    std::vector<std::vector<double>> xv;
+    for (const kiln::shape& s : p.shape) {
+      x.push_back(operand<T>(s, dev));
+      xv.push_back(read(x.back()));
+    }
+    const std::string what =
+        std::string(kiln::name(kiln::dtype_of<T>())) + " \"" + p.spec() + "\" " + p.shape[0].str() +
+        (p.shape.size() > 1 ? " " + p.shape[1].str() : "") + " on " + dev.str();
+    const reference want = einsum_reference(p, xv);
+    if (x.size() == 1) {
+      const kiln::tensor<T> got = kiln::einsum(p.spec(), x[0]);
+      REQUIRE(got.device() == dev);
+      check(got, want, what);
+    } else {
+      const kiln::tensor<T> got = kiln::einsum(p.spec(), x[0], x[1]);
+      REQUIRE(got.device() == dev);
+      check(got, want, what);
+    }
+  }
+}
+
+std::string message(auto&& f) {
+  try {
+    f();
+  } catch (const kiln::error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
+} // namespace
+
+TEST_CASE("einsum: random subscripts, shapes, layouts and dtypes on the host match double sums",
+          "[host]") {
+  const kiln::device host;
+  random_einsums<double>(host, 150);
+  random_einsums<float>(host, 150);
+  random_einsums<std::int32_t>(host, 60);
+}
+
+TEST_CASE("einsum: the usual forms, the implicit output, ellipses and tensordot", "[host]") {
+  const auto a = kiln::from(test::uniform<double>(3 * 4, -1, 1), {3, 4});
+  const auto b = kiln::from(test::uniform<double>(4 * 5, -1, 1), {4, 5});
+  const auto q = kiln::from(test::uniform<double>(2 * 3 * 4, -1, 1), {2, 3, 4});
+  const auto sq = kiln::from(test::uniform<double>(4 * 4, -1, 1), {4, 4});
+  auto same = [](const auto& x, const auto& y, const char* what) {
+    INFO(what);
+    grad_test::check_close(read(x), read(y), 1e-12, what);
+  };
+  same(kiln::einsum("ij,jk->ik", a, b), kiln::matmul(a, b), "ij,jk->ik");
+  same(kiln::einsum("ij,jk", a, b), kiln::matmul(a, b), "implicit ik");
+  same(kiln::einsum("ij,kj->ik", a, kiln::tensor<double>(b).transpose()), kiln::matmul(a, b),
+       "b transposed");
+  same(kiln::einsum("ij,jk->ki", a, b), kiln::matmul(a, b).eval().transpose(), "output ki");
+  same(kiln::einsum("ba", a), kiln::tensor<double>(a).transpose(), "implicit transpose");
+  same(kiln::einsum("ii->i", sq),
+       kiln::from(std::vector<double>{read(sq)[0], read(sq)[5], read(sq)[10], read(sq)[15]}, {4}),
+       "diagonal");
+  same(kiln::einsum("ii", sq), kiln::sum(kiln::einsum("ii->i", sq)), "trace");
+  same(kiln::einsum("bij,jk->bik", q, b), kiln::matmul(q, b), "batched");
+  same(kiln::einsum("...ij,...jk->...ik", q, b), kiln::matmul(q, b), "ellipsis");
+  same(kiln::einsum("...j->...", q), kiln::sum(q, -1), "ellipsis sum");
+  same(kiln::einsum("ij->", a), kiln::sum(a), "sum");
+  same(kiln::einsum("ij,ij->ij", a, a), a * a, "elementwise");
+  same(kiln::einsum("i,j", kiln::from(std::vector<double>{1, 2}, {2}),
+                    kiln::from(std::vector<double>{3, 4, 5}, {3})),
+       kiln::from(std::vector<double>{3, 4, 5, 6, 8, 10}, {2, 3}), "outer");
+  // tensordot: numpy's default contracts the last two dims of x with the first two of y.
+  const auto y = kiln::from(test::uniform<double>(3 * 4 * 2, -1, 1), {3, 4, 2});
+  same(kiln::tensordot(q, y), kiln::einsum("aij,ijb->ab", q, y), "tensordot 2");
+  const auto z = kiln::from(test::uniform<double>(4 * 5 * 6, -1, 1), {4, 5, 6});
+  same(kiln::tensordot(q, z, 1), kiln::einsum("abi,icd->abcd", q, z), "tensordot 1");
+  same(kiln::tensordot(q, y, {1, 0}, {0, 2}), kiln::einsum("abc,bda->cd", q, y),
+       "tensordot with axes");
+  same(kiln::tensordot(a, b, 0), kiln::einsum("ij,kl->ijkl", a, b), "tensordot 0: outer");
+}
+
+TEST_CASE("einsum: gradients through every label role match finite differences", "[host]") {
+  for (int i = 0; i < 40; ++i) {
+    problem p = draw_problem(test::draw(1, 4) == 1 ? 1 : 2);
+    // Small extents: finite differences evaluate f twice per element.
+    for (auto& s : p.shape)
+      for (auto& e : s)
+        e = std::min<std::int64_t>(e, 4);
+    // Keep extents consistent after shrinking: a label's extents are min(e, 4) everywhere.
+    std::vector<kiln::tensor<double>> x;
+    for (const kiln::shape& s : p.shape)
+      x.push_back(kiln::from(test::uniform<double>(std::size_t(kiln::numel(s)), -1, 1), s));
+    std::string what = "\"" + p.spec() + "\"";
+    for (const kiln::shape& s : p.shape)
+      what += " " + s.str();
+    INFO(what);
+    // The gradient of each operand against finite differences (an empty one: its shape).
+    auto against_fd = [&](const auto& f, const auto& d, std::size_t i) {
+      const kiln::tensor<double> g = d;
+      REQUIRE(g.shape() == x[i].shape());
+      if (x[i].size() > 0)
+        grad_test::check_close(read(g), grad_test::fd_grad(f, x[i]), 1e-7,
+                               "d/dx" + std::to_string(i) + " " + what);
+    };
+    if (x.size() == 1) {
+      const kiln::shape so = kiln::einsum(p.spec(), x[0]).shape();
+      const auto r = kiln::from(test::uniform<double>(std::size_t(kiln::numel(so)), -1, 1), so);
+      const auto f = kiln::sum(kiln::tanh(kiln::einsum(p.spec(), x[0])) * r);
+      auto [d0] = kiln::grad(f, x[0]);
+      against_fd(f, d0, 0);
+    } else {
+      const kiln::shape so = kiln::einsum(p.spec(), x[0], x[1]).shape();
+      const auto r = kiln::from(test::uniform<double>(std::size_t(kiln::numel(so)), -1, 1), so);
+      const auto f = kiln::sum(kiln::tanh(kiln::einsum(p.spec(), x[0], x[1])) * r);
+      auto [d0, d1] = kiln::grad(f, x[0], x[1]);
+      against_fd(f, d0, 0);
+      against_fd(f, d1, 1);
+    }
+  }
+}
+
+TEST_CASE("einsum: operands that are expressions, results inside expressions and reductions",
+          "[host]") {
+  const auto x = kiln::from(test::uniform<double>(6 * 5, -1, 1), {6, 5});
+  const auto w = kiln::from(test::uniform<double>(5 * 4, -1, 1), {5, 4});
+  auto same = [](const auto& got, const auto& want, const char* what) {
+    grad_test::check_close(read(got), read(want), 1e-12, what);
+  };
+  same(kiln::einsum("ij,jk->ik", kiln::relu(x) * 2.0, w), kiln::matmul(kiln::relu(x) * 2.0, w),
+       "expression operand");
+  same(kiln::exp(kiln::einsum("ij,jk->ki", x, w)) + 1.0,
+       kiln::exp(kiln::matmul(x, w).eval().transpose()) + 1.0, "inside an expression");
+  same(kiln::sum(kiln::einsum("ij,jk->ik", x, w), 0), kiln::sum(kiln::matmul(x, w), 0),
+       "inside a reduction");
+  // Into one of its operands: the result is computed before the target is written.
+  kiln::tensor<double> t = kiln::from(test::uniform<double>(5 * 5, -1, 1), {5, 5});
+  const kiln::tensor<double> want = kiln::matmul(t, t);
+  t = kiln::einsum("ij,jk->ik", t, t);
+  same(t, want, "into an operand");
+  // Integer einsums accumulate in i64 and wrap once, as matmul's do.
+  const auto i32 = kiln::from(std::vector<std::int32_t>{1 << 15, 1 << 15, 1 << 15, 5}, {4});
+  const auto j32 = kiln::from(std::vector<std::int32_t>{1 << 15, 1 << 15, 1 << 15, 1}, {4});
+  CHECK(kiln::tensor<std::int32_t>(kiln::einsum("i,i", i32, j32)).item() ==
+        static_cast<std::int32_t>(3 * (std::int64_t(1) << 30) + 5));
+}
+
+TEST_CASE("einsum: bad subscripts and shapes are a kiln::error naming them, where the node is "
+          "built",
+          "[host]") {
+  const auto a = kiln::zeros<float>({3, 4}), b = kiln::zeros<float>({5, 2}),
+             sq = kiln::zeros<float>({3, 4});
+  CHECK_THAT(message([&] { (void)kiln::einsum("ij,jk->ik", a, b); }),
+             Catch::Contains("einsum") && Catch::Contains("differ") &&
+                 Catch::Contains("\"ij,jk->ik\"") && Catch::Contains("[3, 4]") &&
+                 Catch::Contains("[5, 2]") && Catch::Contains("j is 4 and 5"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("ijk,jk->ik", a, b); }),
+             Catch::Contains("3 dims named for an operand of shape [3, 4]"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("ij->iz", a); }),
+             Catch::Contains("output label is in no operand") && Catch::Contains(": z"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("ij->ii", a); }),
+             Catch::Contains("output label appears twice"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("ij,jk", a); }),
+             Catch::Contains("another number of operands"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("i1", a); }), Catch::Contains("'1'"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("ii", sq); }),
+             Catch::Contains("diagonal") && Catch::Contains("3 and 4"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("ij", kiln::tensor<float>()); }),
+             Catch::Contains("empty"));
+  CHECK_THAT(message([&] { (void)kiln::tensordot(a, b, 1); }),
+             Catch::Contains("tensordot") && Catch::Contains("contracted dims differ") &&
+                 Catch::Contains("4 vs 5"));
+  CHECK_THAT(message([&] { (void)kiln::tensordot(a, b, 3); }), Catch::Contains("more dims"));
+  CHECK_THAT(message([&] {
+               (void)kiln::tensordot(a, b, {0}, {0, 1});
+             }),
+             Catch::Contains("differ in length"));
+  CHECK_THAT(message([&] {
+               (void)kiln::tensordot(a, a, {1, 1}, {1, 0});
+             }),
+             Catch::Contains("contracted twice"));
+}
+
+TEST_CASE("einsum: random subscripts on each GPU device match double sums",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
+    if (!dev) continue;
+    // On the CPU stand-ins every new kernel is a host compile: fewer draws there.
+    const bool stand_in = (dev->kind() == kiln::device_kind::cuda && cuda_test::on_cpu()) ||
+                          (dev->kind() == kiln::device_kind::metal && metal_test::on_cpu());
+    random_einsums<float>(*dev, stand_in ? 4 : 16);
+    // A gradient through a contraction and a diagonal, f32 on the device against f64 here.
+    const auto xv = test::uniform<double>(4 * 3 * 3, -1, 1),
+               wv = test::uniform<double>(3 * 5, -1, 1);
+    const auto xd = kiln::from(xv, {4, 3, 3}), wd = kiln::from(wv, {3, 5});
+    const auto x = kiln::cast<float>(xd).eval().to(*dev), w = kiln::cast<float>(wd).eval().to(*dev);
+    const auto f = kiln::sum(kiln::tanh(kiln::einsum("bii,ik->kb", x, w)));
+    auto [dx, dw] = kiln::grad(f, x, w);
+    const kiln::tensor<float> gx = dx, gw = dw;
+    REQUIRE(gx.device() == *dev);
+    const auto fh = kiln::sum(kiln::tanh(kiln::einsum("bii,ik->kb", xd, wd)));
+    auto [dxh, dwh] = kiln::grad(fh, xd, wd);
+    grad_test::check_close(read(gx), read(kiln::tensor<double>(dxh)), 1e-5,
+                           "d/dx on " + dev->str());
+    grad_test::check_close(read(gw), read(kiln::tensor<double>(dwh)), 1e-5,
+                           "d/dw on " + dev->str());
+  }
+}
