@@ -67,7 +67,7 @@ template <class T>
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         if constexpr (std::is_floating_point_v<T>)
-          acc[i][v] = xsimd::fma(a, b[v], acc[i][v]);
+          acc[i][v] = fused_madd(a, b[v], acc[i][v]);
         else
           acc[i][v] += a * b[v];
       }

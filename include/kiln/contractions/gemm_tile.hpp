@@ -6,6 +6,10 @@
 #include <xsimd/xsimd.hpp>
 
 #include <cstdint>
+#include <type_traits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace kiln::detail {
 
@@ -17,5 +21,21 @@ struct gemm_tile {
   static constexpr int nr = nv * lanes;
   static constexpr int mr = xsimd::default_arch::alignment() >= 64 ? 12 : 6;
 };
+
+// a b + c, fused. xsimd 8 has no AVX-512 fused multiply-add: its fma there is a multiply and an
+// add, which clang does not contract (the micro-kernel ran at half its throughput), so the
+// instruction is named here.
+template <class B>
+[[gnu::always_inline]] inline B fused_madd(const B& a, const B& b, const B& c) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(typename B::register_type) == 64) {
+    if constexpr (std::is_same_v<typename B::value_type, float>)
+      return B(_mm512_fmadd_ps(a, b, c));
+    else if constexpr (std::is_same_v<typename B::value_type, double>)
+      return B(_mm512_fmadd_pd(a, b, c));
+  }
+#endif
+  return xsimd::fma(a, b, c);
+}
 
 } // namespace kiln::detail

@@ -21,7 +21,7 @@ inline constexpr double gelu_cubic = 0.044715;
 template <class B>
 B simd_erfc(const B& x) {
   if constexpr (std::is_same_v<typename B::value_type, float>)
-    return erf_f64::erfc_f32(x); // see ops::erfc
+    return erfc_f32::erfc(x); // see ops::erfc
   else
     return erf_f64::erfc(x);
 }

@@ -141,23 +141,4 @@ KILN_MATH_FLATTEN B erf(const B& x) {
   return xsimd::select(xsimd::isnan(x), x, r);
 }
 
-// erfc of a batch of floats, each lane in f64 and rounded once (the C library's erfcf lane by
-// lane cost ~20 ns an element). Above 12 erfc is below f32's smallest subnormal: those lanes
-// (and +inf) take 12, whose result rounds to +0 as erfc's does.
-template <class B>
-B erfc_f32(const B& x) {
-  using D = xsimd::batch<double, typename B::arch_type>;
-  constexpr std::size_t n = B::size, nd = D::size;
-  alignas(64) float f[n];
-  alignas(64) double d[n];
-  x.store_aligned(f);
-  for (std::size_t i = 0; i < n; ++i)
-    d[i] = f[i] > 12.0f ? 12.0 : double(f[i]);
-  for (std::size_t k = 0; k < n; k += nd)
-    erfc(D::load_aligned(d + k)).store_aligned(d + k);
-  for (std::size_t i = 0; i < n; ++i)
-    f[i] = float(d[i]);
-  return B::load_aligned(f);
-}
-
 } // namespace kiln::ops::erf_f64
