@@ -40,15 +40,16 @@ T* scratch(std::size_t count) {
   return b.p;
 }
 
-// One MR x NR tile: C (ldc apart) = or += the kc-long product of an A panel and a B panel;
-// only the top-left mr x nr of it where the tile overhangs C's edge.
-template <class T>
+// One MR x NR tile: C (ldc apart) = or += the kc-long product of an A panel (its first MR of
+// tile::mr rows: a block's last panel may have fewer) and a B panel; only the top-left
+// mr x nr of it where the tile overhangs C's edge.
+template <class T, int MR>
 [[gnu::always_inline]] inline void micro_kernel(std::int64_t kc, const T* __restrict ap,
                                                 const T* __restrict bp, T* c, std::int64_t ldc,
                                                 bool accumulate, int mr, int nr) {
   using tile = gemm_tile<T>;
   using simd = typename tile::simd;
-  constexpr int MR = tile::mr, NV = tile::nv, W = tile::lanes;
+  constexpr int NV = tile::nv, W = tile::lanes;
   simd acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -72,7 +73,7 @@ template <class T>
           acc[i][v] += a * b[v];
       }
     }
-    ap += MR;
+    ap += tile::mr;
     bp += NV * W;
   }
   if (mr == MR && nr == NV * W) {
@@ -118,7 +119,14 @@ void macro_kernel(std::int64_t mc, std::int64_t kc, const T* ap, const T* bp, st
     const T* b = bp + j * kc;
     for (std::int64_t i = 0; i < mc; i += MR) {
       const int mr = int(std::min<std::int64_t>(MR, mc - i));
-      micro_kernel<T>(kc, ap + i * kc, b, c + i * ldc + j, ldc, accumulate, mr, nr);
+      // A last panel of a third or two of MR rows takes a tile of that height (64 rows are
+      // 5 x 12 + 4: a full tile there was an eighth of the work wasted).
+      if (mr > 2 * MR / 3)
+        micro_kernel<T, MR>(kc, ap + i * kc, b, c + i * ldc + j, ldc, accumulate, mr, nr);
+      else if (mr > MR / 3)
+        micro_kernel<T, 2 * MR / 3>(kc, ap + i * kc, b, c + i * ldc + j, ldc, accumulate, mr, nr);
+      else
+        micro_kernel<T, MR / 3>(kc, ap + i * kc, b, c + i * ldc + j, ldc, accumulate, mr, nr);
     }
     if (sink.fn && (j + nr - strip >= 256 || j + NR >= j1)) {
       sink.fn(sink.ctx, sink.batch, sink.i0, mc, sink.j0 + strip, j + nr - strip);
