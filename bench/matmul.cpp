@@ -3,7 +3,10 @@
 // epilogue gelu(x w + b) and prologue relu(x) w against OpenBLAS plus kiln's pass for the
 // rest; a network layer's value and gradients against its forward product. All contenders of
 // a row are timed in the same rounds, in turn (this machine's speed drifts by 20-30% within
-// minutes), and each figure is the median of its rounds.
+// minutes), and each figure is the median of its rounds. Taking turns, a library whose
+// threads spin after a call (OpenBLAS's and OpenMP's do by default) takes the 2 cores from the
+// next contender: both are told to sleep at once (OPENBLAS_THREAD_TIMEOUT=4,
+// OMP_WAIT_POLICY=passive, unless set), as kiln's pool does after a short spin.
 //
 // OpenBLAS is opened at run time (libopenblas.so.0; KILN_BENCH_OPENBLAS names another
 // file): without it its columns say n/a. Usage: bench_matmul [--quick].
@@ -166,6 +169,9 @@ void layer(std::int64_t m, std::int64_t n, std::int64_t k, bool quick) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Before OpenBLAS is opened and OpenMP starts: they read these once.
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+  ::setenv("OMP_WAIT_POLICY", "passive", 0);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const openblas ob;
   std::printf("OpenBLAS: %s\n", ob.ok() ? ob.config.c_str() : "n/a (libopenblas.so.0 not found)");
