@@ -167,7 +167,9 @@ kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
 
 template <class T>
 constexpr double eps() {
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (std::is_same_v<T, kiln::half>)
+    return 1.0 / 1024;
+  else if constexpr (std::is_floating_point_v<T>)
     return std::numeric_limits<T>::epsilon();
   else
     return 0;
@@ -180,9 +182,10 @@ void check(const kiln::tensor<T>& got, const reference& want, const std::string&
   REQUIRE(g.size() == want.v.size());
   std::size_t bad = 0;
   for (std::size_t i = 0; i < g.size(); ++i) {
-    // A sum of `terms` products: (terms + 2) eps sum|products|, plus the result's rounding.
-    const double tol =
-        (want.terms + 2) * eps<T>() * want.scale[i] + eps<T>() * std::fabs(want.v[i]);
+    // A sum of `terms` products: (terms + 2) eps sum|products| with the accumulator's eps
+    // (f32 for f16: every sum is f32's), plus the result's own rounding.
+    constexpr double acc = std::is_same_v<T, kiln::half> ? eps<float>() : eps<T>();
+    const double tol = (want.terms + 2) * acc * want.scale[i] + eps<T>() * std::fabs(want.v[i]);
     if (!(std::fabs(g[i] - want.v[i]) <= tol)) {
       UNSCOPED_INFO("element " << i << ": " << g[i] << " vs " << want.v[i] << " (tol " << tol
                                << ")");
@@ -235,6 +238,7 @@ TEST_CASE("einsum: random subscripts, shapes, layouts and dtypes on the host mat
   random_einsums<double>(host, 150);
   random_einsums<float>(host, 150);
   random_einsums<std::int32_t>(host, 60);
+  random_einsums<kiln::half>(host, 40);
 }
 
 TEST_CASE("einsum: the usual forms, the implicit output, ellipses and tensordot", "[host]") {

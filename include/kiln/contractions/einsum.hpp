@@ -7,7 +7,8 @@
 // allow and copied once where they do not; where nothing is contracted it is one elementwise
 // pass over broadcast views. The result is written in the output's order (through a view
 // where that is the product's own order, else copied once). Operand expressions are evaluated
-// first and the consuming expression is a pass of its own: matmul is the fused form.
+// first (16-bit floats widened to f32, so that every sum is f32's, as in matmul) and the
+// consuming expression is a pass of its own: matmul is the fused form.
 #include "kiln/contractions/einsum_plan.hpp"
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/creation.hpp"
@@ -170,6 +171,18 @@ KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<TA>& ta,
   return full;
 }
 
+// An operand as a tensor of the type kiln computes it in: 16-bit floats widened to f32 (a
+// copy), so that a summed-away label's partial sums are not rounded to 16 bits; any other
+// tensor as it is.
+template <class X>
+tensor<compute_t<value_t<X>>> einsum_operand(const X& x) {
+  using C = compute_t<value_t<X>>;
+  if constexpr (std::is_same_v<C, value_t<X>>)
+    return evaluate(x);
+  else
+    return evaluate(kiln::cast<C>(x));
+}
+
 template <class X>
 void require_einsum_operand() {
   static_assert(expression<X>, "kiln: einsum's and tensordot's operands are kiln tensors or "
@@ -182,11 +195,11 @@ void require_einsum_operand() {
 template <class A, class B>
 KILN_STATEMENT auto materialize(const einsum_node<A, B>& n) {
   using R = value_t<einsum_node<A, B>>;
-  const tensor<value_t<A>> ta = detail::evaluate(n.a);
+  const auto ta = detail::einsum_operand(n.a);
   if constexpr (std::is_same_v<B, einsum_unit>) {
     return detail::run_einsum<R>(n.p, ta, ta);
   } else {
-    const tensor<value_t<B>> tb = detail::evaluate(n.b);
+    const auto tb = detail::einsum_operand(n.b);
     detail::check_devices(tb, ta.device(), "einsum");
     return detail::run_einsum<R>(n.p, ta, tb);
   }
