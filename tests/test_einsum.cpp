@@ -341,6 +341,20 @@ TEST_CASE("einsum: operands that are expressions, results inside expressions and
   const auto j32 = kiln::from(std::vector<std::int32_t>{1 << 15, 1 << 15, 1 << 15, 1}, {4});
   CHECK(kiln::tensor<std::int32_t>(kiln::einsum("i,i", i32, j32)).item() ==
         static_cast<std::int32_t>(3 * (std::int64_t(1) << 30) + 5));
+  // Operands of mixed types: a label summed away before the product is summed in the
+  // result's accumulator type, not in the narrower operand's (u8 would wrap, bool stick at 1).
+  const auto u8 = kiln::from(std::vector<std::uint8_t>{200, 200}, {1, 2});
+  const auto one = kiln::from(std::vector<double>{1}, {1});
+  CHECK(kiln::tensor<double>(kiln::einsum("ij,k->ik", u8, one)).item() == 400.0);
+  const auto big = kiln::from(std::vector<std::int32_t>{2147483647, 2147483647}, {1, 2});
+  const auto one64 = kiln::from(std::vector<std::int64_t>{1}, {1});
+  CHECK(kiln::tensor<std::int64_t>(kiln::einsum("ij,k->ik", big, one64)).item() == 4294967294);
+  const kiln::tensor<bool> flags =
+      kiln::cast<bool>(kiln::from(std::vector<std::int32_t>{1, 1, 1}, {1, 3}));
+  const auto two = kiln::from(std::vector<std::int32_t>{2}, {1});
+  CHECK(kiln::tensor<std::int32_t>(kiln::einsum("ij,k->ik", flags, two)).item() == 6);
+  CHECK(kiln::tensor<std::int32_t>(kiln::einsum("ij,j->i", flags, two.broadcast_to({3}))).item() ==
+        6);
 }
 
 TEST_CASE("einsum: bad subscripts and shapes are a kiln::error naming them, where the node is "
@@ -361,6 +375,8 @@ TEST_CASE("einsum: bad subscripts and shapes are a kiln::error naming them, wher
   CHECK_THAT(message([&] { (void)kiln::einsum("ij,jk", a); }),
              Catch::Contains("another number of operands"));
   CHECK_THAT(message([&] { (void)kiln::einsum("i1", a); }), Catch::Contains("'1'"));
+  CHECK_THAT(message([&] { (void)kiln::einsum("...j->j", a); }),
+             Catch::Contains("\"...\" stands for dims the output does not name"));
   CHECK_THAT(message([&] { (void)kiln::einsum("ii", sq); }),
              Catch::Contains("diagonal") && Catch::Contains("3 and 4"));
   CHECK_THAT(message([&] { (void)kiln::einsum("ij", kiln::tensor<float>()); }),

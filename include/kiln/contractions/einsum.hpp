@@ -7,8 +7,9 @@
 // allow and copied once where they do not; where nothing is contracted it is one elementwise
 // pass over broadcast views. The result is written in the output's order (through a view
 // where that is the product's own order, else copied once). Operand expressions are evaluated
-// first (16-bit floats widened to f32, so that every sum is f32's, as in matmul) and the
-// consuming expression is a pass of its own: matmul is the fused form.
+// first, in the result's accumulator type (f32, f64 or i64, as matmul's sums: a copy of an
+// operand of another type), and the consuming expression is a pass of its own: matmul is the
+// fused form.
 #include "kiln/contractions/einsum_plan.hpp"
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/creation.hpp"
@@ -171,12 +172,12 @@ KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<TA>& ta,
   return full;
 }
 
-// An operand as a tensor of the type kiln computes it in: 16-bit floats widened to f32 (a
-// copy), so that a summed-away label's partial sums are not rounded to 16 bits; any other
-// tensor as it is.
-template <class X>
-tensor<compute_t<value_t<X>>> einsum_operand(const X& x) {
-  using C = compute_t<value_t<X>>;
+// An operand as a tensor of the accumulator type C of the result (f32 for 16-bit floats and
+// f32, f64, i64 for integers and bool): a copy where the operand's type differs, so that a
+// label summed away before the product is summed as the product's own sums are (in an
+// operand's narrower type a u8 or i32 sum wrapped, a bool one stuck at 1, an f16 one rounded).
+template <class C, class X>
+tensor<C> einsum_operand(const X& x) {
   if constexpr (std::is_same_v<C, value_t<X>>)
     return evaluate(x);
   else
@@ -195,11 +196,12 @@ void require_einsum_operand() {
 template <class A, class B>
 KILN_STATEMENT auto materialize(const einsum_node<A, B>& n) {
   using R = value_t<einsum_node<A, B>>;
-  const auto ta = detail::einsum_operand(n.a);
+  using C = detail::matmul_acc_t<R>;
+  const tensor<C> ta = detail::einsum_operand<C>(n.a);
   if constexpr (std::is_same_v<B, einsum_unit>) {
     return detail::run_einsum<R>(n.p, ta, ta);
   } else {
-    const auto tb = detail::einsum_operand(n.b);
+    const tensor<C> tb = detail::einsum_operand<C>(n.b);
     detail::check_devices(tb, ta.device(), "einsum");
     return detail::run_einsum<R>(n.p, ta, tb);
   }

@@ -102,7 +102,11 @@ KILN_CORE_INLINE einsum_plan parse_einsum(const char* op, std::string_view spec_
   if (arrow != std::string::npos) {
     const detail::einsum_term to =
         detail::parse_term(op, std::string_view(spec).substr(arrow + 2), spec);
-    // An output without "..." sums the ellipsis dims away, like any label it does not name.
+    // As numpy: the dims an input's "..." stands for must be in the output.
+    if (e > 0 && !to.ellipsis)
+      throw error(op, "the inputs' \"...\" stands for dims the output does not name",
+                  "subscripts \"" + spec + "\": " + std::to_string(e) +
+                      " dims (write \"...\" in the output, or sum them with kiln::sum)");
     out = detail::expand_term(op, to, 0, e, spec, nullptr);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (std::count(out.begin(), out.end(), out[i]) > 1)
@@ -181,14 +185,14 @@ KILN_CORE_INLINE einsum_plan make_einsum_plan(
       seen[x] = true;
     }
   }
-  for (const std::int8_t x : p.out) {
-    if (!seen[x]) throw error(op, "an output label is in no operand (an internal error)", shapes());
-    p.out_shape.push_back(p.extent[x]);
-  }
   if (p.out.size() > std::size_t(max_rank))
     throw error(op, "the result has more dims than kiln supports",
                 shapes() + " give rank " + std::to_string(p.out.size()) + " > " +
                     std::to_string(max_rank));
+  for (const std::int8_t x : p.out) {
+    if (!seen[x]) throw error(op, "an output label is in no operand (an internal error)", shapes());
+    p.out_shape.push_back(p.extent[x]);
+  }
   checked_numel(p.out_shape, op);
   return p;
 }
