@@ -19,7 +19,7 @@
 // elements, a reduction or a new tensor (beyond the 64 * 65535 elements one workgroup's
 // loop covers on llvmpipe).
 //
-// Time: KILN_FUZZ_SECONDS (default 60), half on the host, half on vulkan:0 (skipped with a
+// Time: KILN_FUZZ_SECONDS (default 40), half on the host, half on vulkan:0 (skipped with a
 // warning where there is none). A longer local run, e.g. ten minutes:
 //   KILN_FUZZ_SECONDS=1200 ./build/release/tests/test_fuzz --rng-seed time
 // A failure prints the seed, the case number and the whole case (the views as kiln calls,
@@ -79,7 +79,7 @@ long env_long(const char* name, long dflt) {
 }
 
 struct settings {
-  double seconds = double(env_long("KILN_FUZZ_SECONDS", 60)) / 2;
+  double seconds = double(env_long("KILN_FUZZ_SECONDS", 40)) / 2;
   bool big = env_long("KILN_FUZZ_BIG", 1) != 0;
   bool device_alias = env_long("KILN_FUZZ_DEVICE_ALIAS", 1) != 0;
   long only = env_long("KILN_FUZZ_CASE", -1);
