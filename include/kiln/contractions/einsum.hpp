@@ -106,15 +106,15 @@ tensor<T> as_matrix(const einsum_plan& p, const tensor<T>& t, const label_view& 
   return tensor<T>(t.storage(), l).clone().reshape(target);
 }
 
-// The plan run over tensors ta and tb (tb unused with one operand), on ta's device.
-template <class R, class TA, class TB>
-KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<TA>& ta,
-                                    const tensor<TB>& tb) {
-  using Acc = matmul_acc_t<R>;
+// The plan run over tensors ta and tb of the accumulator type (tb unused with one operand),
+// on ta's device.
+template <class R, class Acc = matmul_acc_t<R>>
+KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<Acc>& ta,
+                                    const tensor<Acc>& tb) {
   const kiln::device where = ta.device();
   label_view va = distinct_view(p, p.in[0], ta.layout()), vb;
-  const tensor<TA> fa = fold_away(p, 0, ta, va);
-  tensor<TB> fb;
+  const tensor<Acc> fa = fold_away(p, 0, ta, va);
+  tensor<Acc> fb;
   if (p.operands == 2) {
     vb = distinct_view(p, p.in[1], tb.layout());
     fb = fold_away(p, 1, tb, vb);
@@ -136,17 +136,16 @@ KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<TA>& ta,
   const einsum_labels nat = joined({&r.batch, &r.free_a, &r.free_b});
   const layout onat = arranged(p, vo, nat);
   if (r.contracted.empty()) {
-    const tensor<TA> xa(fa.storage(), arranged(p, va, nat));
+    const tensor<Acc> xa(fa.storage(), arranged(p, va, nat));
     if (p.operands == 1) {
       assign(tensor<R>(out.storage(), onat), kiln::cast<R>(xa));
     } else {
-      const tensor<TB> xb(fb.storage(), arranged(p, vb, nat));
-      assign(tensor<R>(out.storage(), onat),
-             kiln::cast<R>(kiln::cast<Acc>(xa) * kiln::cast<Acc>(xb)));
+      const tensor<Acc> xb(fb.storage(), arranged(p, vb, nat));
+      assign(tensor<R>(out.storage(), onat), kiln::cast<R>(xa * xb));
     }
   } else {
-    const tensor<TA> ma = as_matrix(p, fa, va, r, r.free_a, r.contracted);
-    const tensor<TB> mb = as_matrix(p, fb, vb, r, r.contracted, r.free_b);
+    const tensor<Acc> ma = as_matrix(p, fa, va, r, r.free_a, r.contracted);
+    const tensor<Acc> mb = as_matrix(p, fb, vb, r, r.contracted, r.free_b);
     const contraction c = make_contraction(
         "einsum", ma.shape(), r.free_a.empty() ? matrix_form::row : matrix_form::full, mb.shape(),
         r.free_b.empty() ? matrix_form::column : matrix_form::full);
