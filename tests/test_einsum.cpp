@@ -6,6 +6,7 @@
 #include "vulkan_support.hpp" // first: it registers a Catch listener
 
 #include "cuda_support.hpp"
+#include "device_stand_in.hpp"
 #include "grad_support.hpp"
 #include "metal_support.hpp"
 #include "support.hpp"
@@ -400,8 +401,7 @@ TEST_CASE("einsum: random subscripts on each GPU device match double sums",
   for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     // On the CPU stand-ins every new kernel is a host compile: fewer draws there.
-    const bool stand_in = (dev->kind() == kiln::device_kind::cuda && cuda_test::on_cpu()) ||
-                          (dev->kind() == kiln::device_kind::metal && metal_test::on_cpu());
+    const bool stand_in = test::stand_in(*dev);
     random_einsums<float>(*dev, stand_in ? 4 : 16);
     // A gradient through a contraction and a diagonal, f32 on the device against f64 here.
     const auto xv = test::uniform<double>(4 * 3 * 3, -1, 1),

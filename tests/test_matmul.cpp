@@ -6,6 +6,7 @@
 #include "vulkan_support.hpp" // first: it registers a Catch listener
 
 #include "cuda_support.hpp"
+#include "device_stand_in.hpp"
 #include "grad_support.hpp"
 #include "metal_support.hpp"
 #include "support.hpp"
@@ -413,8 +414,7 @@ TEST_CASE("matmul: numpy semantics over random shapes and layouts on each GPU de
   for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
     if (!dev) continue;
     // On the CPU stand-ins every new kernel is a host compile (~1-2 s): fewer draws there.
-    const bool stand_in = (dev->kind() == kiln::device_kind::cuda && cuda_test::on_cpu()) ||
-                          (dev->kind() == kiln::device_kind::metal && metal_test::on_cpu());
+    const bool stand_in = test::stand_in(*dev);
     random_products<float>(*dev, stand_in ? 4 : 12);
     if (!stand_in) random_products<std::int32_t>(*dev, 4);
     specials<float>(*dev);

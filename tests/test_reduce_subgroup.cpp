@@ -10,6 +10,7 @@
 
 #include "cuda_codegen_support.hpp"
 #include "cuda_support.hpp"
+#include "device_stand_in.hpp"
 #include "metal_support.hpp"
 
 #include "kiln/jit/pipeline/reduce_plan.hpp"
@@ -151,8 +152,7 @@ void check_type(const kiln::device& dev, const tune::space& sp,
   // There every distinct kernel is a host compile (~1-2 s), so one shape per stage runs, each
   // under one group (the smallest and the largest in turn); vulkan:0 runs all four on four.
   using shape_t = std::pair<std::int64_t, std::int64_t>;
-  const bool stand_in = (cuda_test::on_cpu() && dev.kind() == kiln::device_kind::cuda) ||
-                        (metal_test::on_cpu() && dev.kind() == kiln::device_kind::metal);
+  const bool stand_in = test::stand_in(dev);
   const std::vector<shape_t> shapes =
       stand_in ? std::vector<shape_t>{{300, 20}, {40, 100}, {2, 30000}}
                : std::vector<shape_t>{{300, 20}, {500, 100}, {2000, 300}, {3, 100000}};

@@ -7,6 +7,7 @@
 // kiln::tune picks among them and later evaluations take its choice, and values whose
 // results differ from the op's own are rejected.
 #include "cuda_support.hpp"
+#include "device_stand_in.hpp"
 #include "metal_support.hpp"
 #include "vulkan_support.hpp"
 
@@ -176,9 +177,7 @@ void check_near(const kiln::tensor<float>& out, const std::vector<double>& ref) 
 // The element counts each shape runs on: one partial unit, a few, many. On the CPU stand-ins
 // every shape is a host compile (~1-2 s): there the smallest and the largest only.
 std::vector<std::int64_t> sizes(const kiln::device& dev) {
-  const bool stand_in = (dev.kind() == kiln::device_kind::cuda && cuda_test::on_cpu()) ||
-                        (dev.kind() == kiln::device_kind::metal && metal_test::on_cpu());
-  if (stand_in) return {7, (1 << 16) + 3};
+  if (test::stand_in(dev)) return {7, (1 << 16) + 3};
   return {1, 7, 1000, 12345, (1 << 16) + 3};
 }
 
@@ -221,7 +220,7 @@ TEST_CASE("tuning shapes on each GPU device: strided and offset views, an intege
     // Rows of 3 and of 129 (several units a row); on a CPU stand-in (a host compile per
     // shape) the long rows only.
     const std::vector<std::int64_t> all_cols = {3, 129}, long_cols = {129};
-    for (const std::int64_t cols : sizes(*dev).size() < 5 ? long_cols : all_cols) {
+    for (const std::int64_t cols : test::stand_in(*dev) ? long_cols : all_cols) {
       const std::int64_t rows = 301;
       INFO(rows << " x " << cols);
       kiln::tensor<float> a = kiln::random::normal<float>({cols, rows + 2}, 7).to(*dev);
