@@ -245,6 +245,24 @@ struct device_reduction {
   std::span<const double> params = {}; // info.params run-time values
 };
 
+// A product on a device, erased at the IR: C[bt, i, j] = sum over k of A(bt, i, k) B(bt, k, j)
+// over the dims (batch..., m, n, k) of `extents`; `lowered` computes both operands' values
+// (results 0 and 1, dtype `acc`) there, each operand's leaves with stride 0 along the dim
+// (n or m) it does not have. The product is stored, in dtype `result`, contiguously as
+// (batch..., m, n) from element `out_offset` of `out`.
+struct device_contraction {
+  const lowered_pass& lowered;
+  std::span<const device_leaf> inputs;
+  std::span<const std::uint64_t> scalars;
+  const kiln::shape& extents;
+  std::span<const operand_strides> strides; // one per input
+  int batch_rank;
+  dtype acc;
+  dtype result;
+  const storage& out;
+  std::int64_t out_offset;
+};
+
 // What a device backend provides to the planner.
 class device_executor {
 public:
@@ -253,6 +271,10 @@ public:
   // state (eval/device_pass_impl.hpp) is in use while they run.
   virtual void run(const device_pass& p) = 0;
   virtual void reduce(const device_reduction& r) = 0;
+  // Runs the product with a kernel of its own and says true, or says false having done
+  // nothing (no such kernel, or not for these sizes): the planner then runs it as a
+  // reduction over broadcast views (contractions/device_matmul.hpp).
+  virtual bool contract(const device_contraction&) { return false; }
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.
   virtual bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const = 0;

@@ -1,11 +1,13 @@
 #pragma once
-// A product on a GPU device, as the device's fused reduction: C[.., i, j] is the sum over k
-// of A[.., i, k] * B[.., k, j], read through broadcast views of both operands (stride 0
-// along the dim each does not have), so every device that runs reductions runs products,
-// with the reductions' bounded loops, edges of any size and accumulators (f32 sums in f64
-// where the device has it). Operand expressions are evaluated into a tensor first.
-// A tiled kernel of its own (shared-memory tiles, register tiles) is the template still to
-// come in kernels/; this is what it is checked against.
+// A product on a GPU device. Both operands are read over the dims (batch..., m, n, k), each
+// with stride 0 along the dim it does not have; there the device's contraction kernel
+// (kernels/contract_template.hpp, through executor.hpp's contract) computes it with both
+// operand expressions fused into its tile loads — a cast, a transposed view, relu(x) * mask
+// cost no temporary. Where the device declines the shape (a matrix-vector product, a K too
+// long for one kernel's loops), the product is the device's fused reduction over broadcast
+// views of the operands, evaluated into tensors first: with the reductions' bounded loops,
+// edges of any size and accumulators. The typed part lists the leaves; the rest is compiled
+// once (kiln/linkage.hpp).
 #include "kiln/contractions/form.hpp"
 #include "kiln/reduce.hpp"
 
@@ -30,8 +32,46 @@ inline layout product_view(const layout& l, const contraction& c, matrix_form f,
   return v;
 }
 
+// The untyped part: the product of contraction `s` whose left operand (shape `left`, read in
+// form fl) and right operand are the expressions described by el and er (their leaves and
+// scalars one after the other in `leaves`, `scalars`), in accumulator dtype `acc`, stored
+// as dtype `result` contiguously from element `out_offset` of `out`. False, having done
+// nothing, where the device declines it.
+KILN_CORE_INLINE bool
+run_device_contraction(lowering_table& table, dtype acc, dtype result, const storage& out,
+                       std::int64_t out_offset, const contraction& s, const kiln::shape& left,
+                       matrix_form fl, const kiln::shape& right, matrix_form fr,
+                       const ir::expr_description& el, const ir::expr_description& er,
+                       std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars);
+
+// The product by the device's contraction kernel, or false.
+template <class R, class A, class B>
+bool device_contract(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+  if constexpr (!plain_tree<A> || !plain_tree<B>) {
+    return false;
+  } else {
+    using Acc = matmul_acc_t<R>;
+    // A result stored transposed is the product of the operands' transposes, swapped.
+    const contraction s = c.out_t ? swapped(c) : c;
+    auto run = [&](const auto& l, matrix_form fl, const auto& r, matrix_form fr) {
+      const auto el = kiln::cast<Acc>(l);
+      const auto er = kiln::cast<Acc>(r);
+      using EL = std::remove_cvref_t<decltype(el)>;
+      using ER = std::remove_cvref_t<decltype(er)>;
+      struct contracted {}; // keyed apart from a pass of the same expressions
+      const flat_pass<EL, ER> flat(el, er);
+      return run_device_contraction(lowerings_of<std::tuple<contracted, EL, ER>>(),
+                                    dtype_of<Acc>(), dtype_of<R>(), *out.storage(), out.offset(),
+                                    s, shape_of(l), fl, shape_of(r), fr, ir::described<EL>,
+                                    ir::described<ER>, flat.leaf_span(), flat.scalar_span());
+    };
+    return c.out_t ? run(b, s.fa, a, s.fb) : run(a, s.fa, b, s.fb);
+  }
+}
+
 template <class R, class A, class B>
 void device_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+  if (device_contract(out, a, b, c)) return;
   using Acc = matmul_acc_t<R>;
   const tensor<value_t<A>> ta = evaluate(a);
   const tensor<value_t<B>> tb = evaluate(b);
@@ -49,3 +89,7 @@ void device_matmul(const tensor<R>& out, const A& a, const B& b, const contracti
 }
 
 } // namespace kiln::detail
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/contractions/device_matmul_impl.hpp"
+#endif

@@ -269,6 +269,37 @@ bool product_into(const tensor<D>& dst, const matmul_node<X, Y>& n) {
   return true;
 }
 
+// `dst = matmul(a, b)` on a device, of operand expressions whose leaves are on dst's device,
+// into a whole contiguous target of the product's type that no leaf overlaps: the device's
+// contraction kernel stores straight into it (no temporary and copy); false where it
+// declines the shape.
+template <class E, class D>
+inline constexpr bool device_direct_product = false;
+template <class X, class Y, element D>
+inline constexpr bool device_direct_product<matmul_node<X, Y>, D> =
+    plain_tree<X> && plain_tree<Y> && std::is_same_v<D, value_t<matmul_node<X, Y>>>;
+
+template <element D, class X, class Y>
+bool device_product_into(const tensor<D>& dst, const matmul_node<X, Y>& n) {
+  if (dst.device().is_host() || !dst.is_contiguous() || dst.shape() != n.c.out) return false;
+  const flat_pass<X, Y> f(n.a, n.b);
+  const flat_leaf target{dst.storage().get(), &dst.layout(), dtype_of<D>()};
+  for (const flat_leaf& l : f.leaf_span())
+    if (l.storage->device() != dst.device() ||
+        (memory_of(*l.storage) == memory_of(*target.storage) &&
+         intersect(byte_range(target, dst.layout()), byte_range(l, *l.layout))))
+      return false;
+  return device_contract(dst, n.a, n.b, n.c);
+}
+
+template <element D, class E>
+bool device_product_assign(const tensor<D>& dst, const E& e) {
+  if constexpr (device_direct_product<E, D>)
+    return device_product_into(dst, e);
+  else
+    return false;
+}
+
 template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e) {
   if constexpr (direct_product<E, D>)

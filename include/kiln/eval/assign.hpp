@@ -35,6 +35,9 @@ template <class Op, class... C>
 inline constexpr bool has_top_product<expr_node<Op, C...>> = (has_top_product<C> || ...);
 template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e);
+// dst = a product, on a device, stored straight into dst where it can be (epilogue.hpp).
+template <element D, class E>
+bool device_product_assign(const tensor<D>& dst, const E& e);
 
 // A statement (an assignment or a kiln::eval, with everything it evaluates on the way: the
 // reductions, products and adjoints inside it) runs within one scope: a product that occurs
@@ -271,6 +274,7 @@ KILN_STATEMENT void assign(const tensor<D>& dst, const E& e) {
         product_assign(dst, e); // the product with this assignment as its epilogue
         return;
       }
+      if (!dst.empty() && device_product_assign(dst, e)) return;
     }
     static_assert(!std::is_same_v<std::remove_cvref_t<decltype(materialize(e))>, E>);
     assign(dst, materialize(e));

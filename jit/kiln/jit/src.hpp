@@ -7,6 +7,7 @@
 #include "kiln/backend.hpp"
 #include "kiln/core_impl.hpp"
 #include "kiln/jit/backend/run_pass.hpp"
+#include "kiln/jit/backend/run_contraction.hpp"
 #include "kiln/jit/backend/run_reduction.hpp"
 #include "kiln/jit/cuda/backend.hpp"
 #include "kiln/jit/jit.hpp"

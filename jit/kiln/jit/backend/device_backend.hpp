@@ -7,7 +7,8 @@
 //     stats() -> {in_use, reserved, peak}, empty_cache();
 //   using kernel_type (a jit::kernel with what its launch needs);
 //   std::string generate(const kernel_ir&, const param_layout&, const pass_shape&) and
-//     generate_reduction(ir, layout, const reduce_spec&): the dialect's source;
+//     generate_reduction(ir, layout, const reduce_spec&) and
+//     generate_contraction(ir, layout, const contract_spec&): the dialect's source;
 //   hash128 cache_key(source) (cache_key.hpp's kernel_cache_key of the source, compiler,
 //     options, device, driver) and std::string cache_identity();
 //   compiled_binary compile_source(source): the compiler's output;
@@ -89,6 +90,14 @@ public:
     const std::string source = generate([&] { return self().generate_reduction(ir, layout, r); });
     return kernels_.get(std::to_string(r.group) + "\n" + source,
                         [&] { return make_kernel(ir, layout, source, r.group); });
+  }
+  std::shared_ptr<kernel> compile_contraction(const kernel_ir& ir, const contract_spec& c) override {
+    param_layout layout(ir, max_inline_params(), contract_extras);
+    const std::string source =
+        generate([&] { return self().generate_contraction(ir, layout, c); });
+    const int g = c.tile.threads();
+    return kernels_.get(std::to_string(g) + "\n" + source,
+                        [&] { return make_kernel(ir, layout, source, g); });
   }
   std::int64_t default_workgroup() const override { return self().workgroup_size(); }
 

@@ -4,6 +4,7 @@
 // are the backend's, as each has its own dialect and compiler), and launching.
 #include "kiln/backend.hpp"
 #include "kiln/jit/jit.hpp"
+#include "kiln/jit/pipeline/contract_spec.hpp"
 #include "kiln/jit/pipeline/ir.hpp"
 #include "kiln/jit/pipeline/launch_grid.hpp"
 #include "kiln/jit/pipeline/params.hpp"
@@ -36,12 +37,13 @@ struct buffer_arg {
 
 // A GPU backend of the JIT: kiln::backend's memory and queue, and the device executor of
 // executor.hpp, whose run() and reduce() are written once for every backend
-// (run_pass.hpp, run_reduction.hpp) over the virtual functions below.
+// (run_pass.hpp, run_reduction.hpp, run_contraction.hpp) over the virtual functions below.
 class jit_backend : public kiln::backend, public kiln::device_executor {
 public:
   device_executor* executor() override { return this; }
   void run(const device_pass& p) override;
   void reduce(const device_reduction& r) override;
+  bool contract(const device_contraction& c) override;
   bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const override;
 
   // Whether a hand-written kernel is registered for this reduction on this kind of device:
@@ -57,6 +59,9 @@ public:
   virtual std::shared_ptr<kernel> compile(const kernel_ir& ir, const pass_shape& shape = {}) = 0;
   // The same for a reduction kernel: `ir` computes the reduced values (see glsl_reduce.hpp).
   virtual std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) = 0;
+  // The same for a contraction kernel: `ir` computes both operands' values (contract_spec.hpp).
+  virtual std::shared_ptr<kernel> compile_contraction(const kernel_ir& ir,
+                                                      const contract_spec& c) = 0;
   // The device's grid limits and preferred group count (launch_grid.hpp).
   virtual grid_limits launch_limits() const = 0;
   // The grid that launch() uses for this kernel and work.
@@ -92,6 +97,10 @@ public:
     std::call_once(spaces_once_, [&] { make_spaces(); });
     return *reduction_;
   }
+  const tune::space& matmul_space() {
+    std::call_once(spaces_once_, [&] { make_spaces(); });
+    return *matmul_;
+  }
 
 private:
   void make_spaces() {
@@ -100,9 +109,10 @@ private:
     elementwise_ =
         std::make_unique<tune::space>(tune::elementwise_space(l, default_workgroup(), groups));
     reduction_ = std::make_unique<tune::space>(tune::reduction_space(l, groups));
+    matmul_ = std::make_unique<tune::space>(tune::matmul_space(l));
   }
   std::once_flag spaces_once_;
-  std::unique_ptr<tune::space> elementwise_, reduction_;
+  std::unique_ptr<tune::space> elementwise_, reduction_, matmul_;
 };
 
 } // namespace kiln::jit

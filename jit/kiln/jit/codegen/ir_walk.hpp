@@ -9,6 +9,7 @@
 #include "kiln/jit/codegen/c_family.hpp"
 #include "kiln/jit/codegen/expand.hpp"
 #include "kiln/jit/codegen/raw.hpp"
+#include "kiln/jit/pipeline/contract_spec.hpp"
 #include "kiln/jit/pipeline/ir.hpp"
 #include "kiln/jit/pipeline/pass_shape.hpp"
 #include "kiln/jit/pipeline/reduce_spec.hpp"
@@ -71,6 +72,40 @@ inline std::string numbered(const std::string& src) {
   return out;
 }
 
+// The SSA values v<k> of the IR, after the buffers' element indices a<b>; only those marked
+// in `need` where it is given.
+inline std::string value_code(const dialect& d, const kernel_ir& ir, const std::string& pad,
+                              const std::vector<bool>* need = nullptr) {
+  std::string s;
+  for (std::size_t v = 0; v < ir.code.size(); ++v) {
+    if (need && !(*need)[v]) continue;
+    const ir_instr& in = ir.code[v];
+    std::string rhs;
+    switch (in.code) {
+    case ir_code::load:
+      rhs = d.load(in.type, d.element(ir, in.slot, "a" + std::to_string(in.slot)));
+      break;
+    case ir_code::param:
+      rhs = cfamily::param_expr(in.type, "P.p" + std::to_string(in.slot));
+      break;
+    case ir_code::convert:
+      rhs = d.convert(ir.code[in.args[0]].type, in.type, var(in.args[0]));
+      break;
+    case ir_code::apply: {
+      std::string args[3];
+      for (int a = 0; a < in.nargs; ++a)
+        args[a] = var(in.args[a]);
+      // The op computes in `compute`; its result has the host() result type `type`.
+      rhs = expand(d.pick(*in.op, in.compute), args, cfamily::register_type(in.compute), in.op);
+      break;
+    }
+    }
+    s += pad + "const " + cfamily::register_type(in.type) + " " +
+         var(static_cast<std::int32_t>(v)) + " = " + rhs + ";\n";
+  }
+  return s;
+}
+
 // The body computing element i: each of the first `buffers` buffers' element index a<b>,
 // then the SSA values v<k>. Parameters are members of `P`. `lane`: the index of every
 // buffer is that variable instead (a flat kernel's vector lanes, elementwise_loop).
@@ -100,32 +135,7 @@ inline std::string element_code(const dialect& d, const kernel_ir& ir, int buffe
     for (int b = 0; b < buffers; ++b)
       s += pad + "const " + I + " a" + std::to_string(b) + " = P.o" + std::to_string(b) + " + i;\n";
   }
-  for (std::size_t v = 0; v < ir.code.size(); ++v) {
-    const ir_instr& in = ir.code[v];
-    std::string rhs;
-    switch (in.code) {
-    case ir_code::load:
-      rhs = d.load(in.type, d.element(ir, in.slot, "a" + std::to_string(in.slot)));
-      break;
-    case ir_code::param:
-      rhs = cfamily::param_expr(in.type, "P.p" + std::to_string(in.slot));
-      break;
-    case ir_code::convert:
-      rhs = d.convert(ir.code[in.args[0]].type, in.type, var(in.args[0]));
-      break;
-    case ir_code::apply: {
-      std::string args[3];
-      for (int a = 0; a < in.nargs; ++a)
-        args[a] = var(in.args[a]);
-      // The op computes in `compute`; its result has the host() result type `type`.
-      rhs = expand(d.pick(*in.op, in.compute), args, cfamily::register_type(in.compute), in.op);
-      break;
-    }
-    }
-    s += pad + "const " + cfamily::register_type(in.type) + " " +
-         var(static_cast<std::int32_t>(v)) + " = " + rhs + ";\n";
-  }
-  return s;
+  return s + value_code(d, ir, pad);
 }
 
 // Statements storing each output of an elementwise kernel at its index a<b>.
@@ -360,6 +370,75 @@ inline std::string reduction_body(const dialect& d, const kernels::grid_spelling
   default:
     return s + kernels::reduce_group(g, I, p, false, spec.group, spec.subgroup);
   }
+}
+
+// The prologue of one operand of a contraction (contract_spec.hpp): `kiln_a(bt, i, k)`
+// (which = 0) or `kiln_b(bt, k, j)` (which = 1), the IR's result `which` at batch element
+// bt and that matrix position. The IR walks (batch..., m, n, k); the operand's other matrix
+// dim is not its own (its strides there are 0), so it is left out. Only the values the
+// result needs are computed, from the buffers they load.
+inline std::string contraction_operand(const dialect& d, const kernel_ir& ir, dtype acc, int which,
+                                       int batch_rank, const std::string& params = "") {
+  const std::string I = d.index_type(ir);
+  std::vector<bool> need(ir.code.size(), false);
+  need[ir.results[which]] = true;
+  std::vector<bool> reads(ir.inputs.size(), false);
+  for (std::size_t v = ir.code.size(); v-- > 0;) {
+    if (!need[v]) continue;
+    const ir_instr& in = ir.code[v];
+    if (in.code == ir_code::load) reads[in.slot] = true;
+    for (int a = 0; a < in.nargs; ++a)
+      need[in.args[a]] = true;
+  }
+  std::vector<std::string> coord(ir.rank);
+  for (int k = 0; k < batch_rank; ++k)
+    coord[k] = "c" + std::to_string(k);
+  coord[batch_rank + (which == 0 ? 0 : 1)] = which == 0 ? "x" : "y";
+  coord[batch_rank + 2] = which == 0 ? "y" : "x";
+  std::string s = std::string(cfamily::register_type(acc)) + (which == 0 ? " kiln_a(" : " kiln_b(") +
+                  params + "const " + I + " bt, const " + I + " x, const " + I + " y) {\n";
+  if (batch_rank > 0) s += "  " + I + " r = bt;\n";
+  for (int k = batch_rank - 1; k >= 0; --k) {
+    const std::string e = "P.e" + std::to_string(k);
+    s += "  const " + I + " c" + std::to_string(k) +
+         (k > 0 ? " = r % " + e + "; r /= " + e + ";\n" : " = r;\n");
+  }
+  for (std::size_t b = 0; b < ir.inputs.size(); ++b) {
+    if (!reads[b]) continue;
+    const std::string B = std::to_string(b);
+    s += "  const " + I + " a" + B + " = P.o" + B;
+    for (int k = 0; k < ir.rank; ++k)
+      if (!coord[k].empty()) s += " + " + coord[k] + " * P.s" + B + "_" + std::to_string(k);
+    s += ";\n";
+  }
+  s += value_code(d, ir, "  ", &need);
+  return s + "  return " + var(ir.results[which]) + ";\n}\n";
+}
+
+// A contraction kernel after its preamble: both operands' prologues and the tile template
+// (kernels/kiln/kernels/contract_template.hpp). Buffers: the IR's inputs, then the product.
+// `value_params` declares P and the buffers where they are not global (as for reductions).
+inline std::string contraction_body(const dialect& d, const kernels::grid_spelling& g,
+                                    const kernel_ir& ir, const contract_spec& spec,
+                                    const std::string& value_params = "") {
+  const std::string I = d.index_type(ir);
+  const int nin = static_cast<int>(ir.inputs.size());
+  kernels::contraction_parts p;
+  p.acc = cfamily::register_type(spec.acc);
+  // The template calls the prologues as the reduction templates call kiln_value.
+  const std::string args = g.value_call.substr(g.value_call.find('(') + 1);
+  p.value_a = "kiln_a(" + args;
+  p.value_b = "kiln_b(" + args;
+  p.out = "P.o" + std::to_string(nin);
+  p.store = [&d, &ir, &spec, nin](const std::string& at, const std::string& v) {
+    return d.element(ir, nin, at) + " = " +
+           d.store(spec.result, d.convert(spec.acc, spec.result, v)) + ";";
+  };
+  if (const std::string why = spec.tile.why_not(); !why.empty())
+    throw error("matmul", "a contraction tile the template cannot spell", why);
+  return contraction_operand(d, ir, spec.acc, 0, spec.batch_rank, value_params) +
+         contraction_operand(d, ir, spec.acc, 1, spec.batch_rank, value_params) +
+         kernels::contract_tile_kernel(g, I, p, spec.tile);
 }
 
 } // namespace codegen

@@ -128,6 +128,10 @@ public:
                                  const reduce_spec& r) const {
     return cuda::generate_reduction(ir, l, r);
   }
+  std::string generate_contraction(const kernel_ir& ir, const param_layout& l,
+                                   const contract_spec& c) const {
+    return cuda::generate_contraction(ir, l, c);
+  }
   std::int64_t workgroup_size() const { return 256; }
   hash128 cache_key(std::string_view source) const {
     const auto options = nvrtc_options(target_, cuda_home_from_environment().include_dir());

@@ -158,4 +158,13 @@ inline std::string generate_reduction(const kernel_ir& ir, const param_layout& l
   return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
 }
 
+// A contraction kernel: kiln_a(P, bt, i, k) and kiln_b(P, bt, k, j) from the IR, then the
+// tile template (blocks of the tile's thread count, its launch bounds).
+inline std::string generate_contraction(const kernel_ir& ir, const param_layout& layout,
+                                        const contract_spec& spec) {
+  const std::string body = codegen::contraction_body(cuda_dialect, kernels::cuda::spelling(), ir,
+                                                     spec, "const kiln_params& P, ");
+  return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
+}
+
 } // namespace kiln::jit::cuda

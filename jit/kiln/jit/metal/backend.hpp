@@ -100,6 +100,10 @@ public:
                                  const reduce_spec& r) const {
     return metal::generate_reduction(ir, l, r);
   }
+  std::string generate_contraction(const kernel_ir& ir, const param_layout& l,
+                                   const contract_spec& c) const {
+    return metal::generate_contraction(ir, l, c);
+  }
   std::int64_t workgroup_size() const { return 256; }
   hash128 cache_key(std::string_view source) const { return kernel_key(source, props()); }
   std::string cache_identity() const { return "metal " + props().identity; }

@@ -171,4 +171,22 @@ inline std::string generate_reduction(const kernel_ir& ir, const param_layout& l
   return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
 }
 
+// A contraction kernel: kiln_a / kiln_b (taking the input buffers and P, as kiln_value
+// does) from the IR, then the tile template. f64 is an error, as for reductions.
+inline std::string generate_contraction(const kernel_ir& ir, const param_layout& layout,
+                                        const contract_spec& spec) {
+  detail::reject_f64(ir, {{spec.acc, "accumulator"}, {spec.result, "result"}});
+  std::string inputs, params;
+  for (std::size_t b = 0; b < ir.inputs.size(); ++b) {
+    const std::string B = std::to_string(b);
+    inputs += "kiln_b" + B + ", ";
+    params +=
+        std::string("const device ") + cfamily::storage_type(ir.inputs[b]) + "* kiln_b" + B + ", ";
+  }
+  const kernels::grid_spelling g = kernels::metal::spelling(detail::arguments(ir), inputs, false);
+  const std::string body =
+      codegen::contraction_body(msl_dialect, g, ir, spec, params + "constant kiln_params& P, ");
+  return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
+}
+
 } // namespace kiln::jit::metal

@@ -2,6 +2,7 @@
 // The kernel families kiln generates and their tunable parameters, with today's values as
 // defaults and the device's limits as constraints (`kiln-tune list` prints these).
 #include "kiln/jit/tune/space.hpp"
+#include "kiln/kernels/contract_template.hpp"
 #include "kiln/kernels/reduce_template.hpp"
 
 namespace kiln::jit::tune {
@@ -84,6 +85,57 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
                           " lanes per subgroup";
                  return {};
                });
+}
+
+// matmul: the contraction template of kernels/contract_template.hpp (a workgroup per output
+// tile, a register tile per invocation), and the size below which a product runs as the
+// reduction template instead (a dot product per output: matrix-vector shapes).
+namespace mm {
+enum : std::size_t { tm, tn, tk, rm, rn, min_mn };
+} // namespace mm
+
+// Shared memory per element of the tiles at most: an 8-byte accumulator.
+inline constexpr std::int64_t matmul_shared_per_element = 8;
+
+inline kernels::contraction_tile tile_of(const config& c) {
+  kernels::contraction_tile t;
+  t.tm = static_cast<int>(c[mm::tm]);
+  t.tn = static_cast<int>(c[mm::tn]);
+  t.tk = static_cast<int>(c[mm::tk]);
+  t.rm = static_cast<int>(c[mm::rm]);
+  t.rn = static_cast<int>(c[mm::rn]);
+  return t;
+}
+
+inline space matmul_space(const device_limits& l) {
+  const kernels::contraction_tile d;
+  const std::int64_t wg_max = std::min<std::int64_t>(l.max_workgroup, 1024);
+  const std::int64_t shared = l.shared_bytes;
+  return space(
+      "matmul",
+      {{"tm", "output rows per workgroup tile", {16, 32, 64, 128}, d.tm},
+       {"tn", "output columns per workgroup tile", {16, 32, 64, 128}, d.tn},
+       {"tk", "K step: the depth of the shared-memory tiles", {8, 16, 32}, d.tk},
+       {"rm", "output rows per invocation (its register tile)", {1, 2, 4, 8}, d.rm},
+       {"rn", "output columns per invocation (its register tile)", {1, 2, 4, 8}, d.rn},
+       {"min_mn",
+        "products with fewer rows or columns than this run as a reduction, a dot product per "
+        "output (matrix-vector shapes)",
+        {1, 2, 4, 8, 16, 32},
+        8}},
+      [wg_max, shared](const config& c) -> std::string {
+        const kernels::contraction_tile t = tile_of(c);
+        if (std::string why = t.why_not(); !why.empty()) return why;
+        if (t.threads() > wg_max)
+          return std::to_string(t.threads()) + " invocations per workgroup, the device has " +
+                 std::to_string(wg_max);
+        const std::int64_t bytes =
+            std::int64_t(t.tk) * (t.tm + 1 + t.tn) * matmul_shared_per_element;
+        if (bytes > shared)
+          return "tiles of " + std::to_string(bytes) +
+                 " bytes of workgroup memory, the device has " + std::to_string(shared);
+        return {};
+      });
 }
 
 } // namespace kiln::jit::tune

@@ -69,4 +69,11 @@ inline std::string reduction_id(const kernel_ir& ir, const char* name, int param
   return h.digest().hex();
 }
 
+// A contraction whose operands' values the lowered `ir` computes.
+inline std::string contraction_id(const kernel_ir& ir) {
+  hasher h;
+  add_ir(h, ir).add(std::string_view("matmul"));
+  return h.digest().hex();
+}
+
 } // namespace kiln::jit::tune

@@ -4,6 +4,7 @@
 // made into pipelines; src.hpp registers it as the provider of "vulkan:N".
 #include "kiln/jit/backend/device_backend.hpp"
 #include "kiln/jit/vulkan/context.hpp"
+#include "kiln/jit/vulkan/glsl_contract.hpp"
 #include "kiln/jit/vulkan/glsl_reduce.hpp"
 #include "kiln/jit/vulkan/shaderc.hpp"
 
@@ -125,6 +126,10 @@ public:
   std::string generate_reduction(const kernel_ir& ir, const param_layout& l,
                                  const reduce_spec& r) const {
     return glsl::generate_reduction(ir, l, r);
+  }
+  std::string generate_contraction(const kernel_ir& ir, const param_layout& l,
+                                   const contract_spec& c) const {
+    return glsl::generate_contraction(ir, l, c);
   }
   std::int64_t workgroup_size() const { return workgroup_; }
   hash128 cache_key(std::string_view source) const {

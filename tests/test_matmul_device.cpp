@@ -1,0 +1,170 @@
+// Products on GPU devices (issue 33): the contraction kernel of kernels/contract_template.hpp
+// over shapes drawn past its tile edges (batches that broadcast, transposed and strided
+// operands, f32/f64/i32/f16), operand expressions fused into its tile loads (one launch, no
+// temporary), every tile configuration of a sample of the matmul family's space forced on it,
+// and the shapes it declines (matrix-vector, a K past one kernel's loop budget) run as a
+// reduction — each against products computed here in double.
+#include "vulkan_support.hpp" // first: it registers a Catch listener
+
+#include "cuda_support.hpp"
+#include "device_stand_in.hpp"
+#include "matmul_support.hpp"
+#include "metal_support.hpp"
+#include "tune_support.hpp"
+
+namespace {
+
+using namespace matmul_test;
+namespace tune = kiln::jit::tune;
+
+std::vector<const kiln::device*> devices() {
+  std::vector<const kiln::device*> out;
+  for (const kiln::device* d : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()})
+    if (d) out.push_back(d);
+  return out;
+}
+
+bool runs(const kiln::device& dev, kiln::dtype t) {
+  return kiln::backend_for(dev)->unsupported(t).empty();
+}
+
+// An extent around the default tile's edges (64) and register tile's (4), or small.
+std::int64_t tile_extent() {
+  static const std::int64_t pool[] = {8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 129};
+  return pool[test::draw(0, int(std::size(pool)) - 1)];
+}
+
+// Shapes of a product the tile kernel takes: a batch of rank 0-2 that broadcasts, M and N
+// from tile_extent, K from 0 to past several K steps.
+std::pair<kiln::shape, kiln::shape> tile_shapes() {
+  const std::int64_t m = tile_extent(), n = tile_extent();
+  const std::int64_t k = test::draw(0, 5) == 0 ? test::draw(0, 3) : test::draw(1, 150);
+  kiln::shape a, b;
+  const int nb = test::draw(0, 2);
+  for (int d = 0; d < nb; ++d) {
+    const std::int64_t e = test::draw(2, 3);
+    const int which = test::draw(0, 3); // 0: a broadcasts it, 1: b does, 2: b lacks it
+    if (which != 2 || d > 0) b.push_back(which == 1 ? 1 : e);
+    a.push_back(which == 0 ? 1 : e);
+  }
+  a.push_back(m);
+  a.push_back(k);
+  b.push_back(k);
+  b.push_back(n);
+  return {a, b};
+}
+
+// The launches f makes, by family.
+template <class F>
+std::vector<std::string> families_of(F&& f) {
+  std::vector<std::string> out;
+  for (const auto& s : tune_test::launches_of(std::forward<F>(f)))
+    out.push_back(s.sp->family());
+  return out;
+}
+
+template <class T>
+void random_tiles(const kiln::device& dev, int draws) {
+  for (int i = 0; i < draws; ++i) {
+    const auto [sa, sb] = tile_shapes();
+    const auto a = operand<T>(sa, dev), b = operand<T>(sb, dev);
+    const std::string what = std::string(kiln::name(kiln::dtype_of<T>())) + " " + sa.str() + " @ " +
+                             sb.str() + " on " + dev.str();
+    check(kiln::tensor<T>(kiln::matmul(a, b)), reference(read(a), read(b)), what);
+  }
+}
+
+} // namespace
+
+TEST_CASE("device matmul: the tile kernel over random shapes, layouts and dtypes",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : devices()) {
+    // On the CPU stand-ins every new kernel is a host compile (~1-2 s): fewer draws there.
+    const int n = test::stand_in(*dev) ? 3 : 12;
+    random_tiles<float>(*dev, n);
+    random_tiles<std::int32_t>(*dev, n / 3);
+    random_tiles<kiln::half>(*dev, n / 3);
+    if (runs(*dev, kiln::dtype::f64)) random_tiles<double>(*dev, n / 3);
+  }
+}
+
+TEST_CASE("device matmul: operand expressions are read in the tile loads, one launch",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : devices()) {
+    const std::int64_t m = 70, k = 37, n = 45;
+    const auto xv = test::uniform<float>(m * k, -2, 2), wv = test::uniform<float>(k * n, -2, 2);
+    const auto mv = test::integers<std::int32_t>(m * k, 0, 1);
+    const auto x = kiln::from(xv, {m, k}).to(*dev), w = kiln::from(wv, {k, n}).to(*dev);
+    const auto mask = kiln::cast<float>(kiln::from(mv, {m, k})).eval().to(*dev);
+    // relu(x) * mask, a scalar, and w read transposed twice over (a view of a view).
+    const auto wt = w.transpose().transpose();
+    auto product = [&] { return kiln::tensor<float>(kiln::matmul(kiln::relu(x) * mask, wt * 0.5f)); };
+    CHECK(families_of(product) == std::vector<std::string>{"matmul"});
+    const auto want = reference(read(kiln::relu(x) * mask), read(w * 0.5f));
+    check(product(), want, "relu(x) * mask @ w * 0.5 on " + dev->str());
+    // A cast in the prologue: f16 operands into an f32 product.
+    const auto xh = kiln::cast<kiln::half>(x).eval(), wh = kiln::cast<kiln::half>(w).eval();
+    auto mixed = [&] {
+      return kiln::tensor<float>(kiln::matmul(kiln::cast<float>(xh), kiln::cast<float>(wh)));
+    };
+    CHECK(families_of(mixed) == std::vector<std::string>{"matmul"});
+    check(mixed(), reference(read(xh), read(wh)), "cast f16 operands on " + dev->str());
+    // One operand used twice: x @ x^T reads x through two layouts.
+    check(kiln::tensor<float>(kiln::matmul(x, x.transpose())),
+          reference(read(x), read(x.transpose())), "x @ x^T on " + dev->str());
+  }
+}
+
+TEST_CASE("device matmul: every sampled tile configuration gives the product",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : devices()) {
+    const auto a = operand<float>({2, 45, 67}, *dev), b = operand<float>({67, 53}, *dev);
+    const product want = reference(read(a), read(b));
+    auto run = [&] { return kiln::tensor<float>(kiln::matmul(a, b)); };
+    const auto sites = tune_test::launches_of(run);
+    REQUIRE(sites.size() == 1);
+    const tune::space& sp = *sites[0].sp;
+    REQUIRE(sp.family() == "matmul");
+    // Configurations the device allows, a sample of each tile dim's values.
+    const int rows[][5] = {{16, 16, 8, 1, 1},  {32, 16, 8, 2, 1},   {16, 64, 16, 1, 4},
+                           {64, 32, 8, 4, 2},  {128, 64, 8, 8, 4},  {32, 128, 8, 2, 8},
+                           {128, 32, 8, 4, 4}, {16, 16, 32, 1, 1},  {32, 32, 16, 4, 4}};
+    int ran = 0;
+    std::string refused;
+    for (const auto& r : rows) {
+      tune::config c = sp.defaults();
+      for (int p = 0; p < 5; ++p)
+        c[std::size_t(p)] = r[p];
+      if (const std::string why = sp.why_illegal(c); !why.empty()) {
+        refused += sp.format(c) + ": " + why + "\n";
+        continue;
+      }
+      if (test::stand_in(*dev) && ran >= 3) break;
+      ++ran;
+      check(tune_test::forced(sites[0], c, run), want, "tile " + sp.format(c) + " on " + dev->str());
+    }
+    INFO(refused);
+    CHECK(ran >= (test::stand_in(*dev) ? 3 : 9));
+  }
+}
+
+TEST_CASE("device matmul: shapes the tile kernel declines run as a reduction",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : devices()) {
+    // Matrix-vector: fewer columns than the family's min_mn.
+    const auto a = operand<float>({40, 30}, *dev), v = operand<float>({30}, *dev);
+    auto mv = [&] { return kiln::tensor<float>(kiln::matmul(a, v)); };
+    // (The matmul family's site is seen, as a tuner sees it: its min_mn decides.)
+    const auto mvf = families_of(mv);
+    CHECK(std::find(mvf.begin(), mvf.end(), "reduction") != mvf.end());
+    check(mv(), reference(read(a), read(v)), "matrix-vector on " + dev->str());
+    if (test::stand_in(*dev)) continue;
+    // A K walk past one kernel's loop budget (16,384 steps of the default tile's 8).
+    const std::int64_t k = 16384 * 16 + 100;
+    const auto x = operand<float>({8, k}, *dev), y = operand<float>({k, 9}, *dev);
+    auto longk = [&] { return kiln::tensor<float>(kiln::matmul(x, y)); };
+    const auto fams = families_of(longk);
+    CHECK(std::find(fams.begin(), fams.end(), "reduction") != fams.end());
+    check(longk(), reference(read(x), read(y)), "K = " + std::to_string(k) + " on " + dev->str());
+  }
+}
