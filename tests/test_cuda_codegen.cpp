@@ -269,3 +269,43 @@ TEST_CASE("cuda codegen: elementwise kernels in every shape compile and assemble
          text.find("ld.global.nc.v4") != std::string::npos));
   CHECK(text.find("st.global.v4") != std::string::npos);
 }
+
+TEST_CASE("cuda codegen: the contraction kernel over fused operand prologues, every dtype "
+          "rule, both index widths and several tiles, compiles and assembles for sm_80 and sm_90",
+          "[cuda][codegen][matmul]") {
+  if (!cuda_test::nvrtc_or_skip()) return;
+  const kiln::tensor<float> x(kiln::shape{8, 8});
+  const kiln::tensor<kiln::half> h(kiln::shape{8, 8});
+  const kiln::tensor<double> d(kiln::shape{8, 8});
+  const kiln::tensor<std::int32_t> i(kiln::shape{8, 8});
+  struct product {
+    jit::kernel_ir ir;
+    dtype acc, result;
+    int batch_rank;
+  };
+  // The operands' values in the accumulator type over (batch..., m, n, k): f16 operands into
+  // an f32 product, an expression with a scalar, f64, i32 accumulated in i64; 64-bit indices.
+  const std::vector<product> products = {
+      {cuda_test::ir_of(true, 3, false, kiln::cast<float>(h), kiln::cast<float>(h)), dtype::f32,
+       dtype::f16, 0},
+      {cuda_test::ir_of(true, 5, false, kiln::relu(x) * 2.0f, x), dtype::f32, dtype::f32, 2},
+      {cuda_test::ir_of(true, 4, true, d, kiln::sqrt(d)), dtype::f64, dtype::f64, 1},
+      {cuda_test::ir_of(true, 3, true, kiln::cast<std::int64_t>(i), kiln::cast<std::int64_t>(i)),
+       dtype::i64, dtype::i32, 0}};
+  const kiln::kernels::contraction_tile tiles[] = {{}, {16, 16, 8, 1, 1}, {128, 64, 16, 8, 4}};
+  std::vector<std::string> srcs;
+  for (const auto& p : products)
+    for (const auto& t : tiles) {
+      const jit::contract_spec spec{p.acc, p.result, p.batch_rank, t};
+      const jit::kernel_ir ir = jit::contract_ir(p.ir, spec);
+      srcs.push_back(jit::cuda::generate_contraction(
+          ir, jit::param_layout(ir, jit::cuda::max_param_bytes, jit::contract_extras), spec));
+    }
+  CHECK(srcs[0].find("__launch_bounds__(256)") != std::string::npos);
+  CHECK(srcs[0].find("__shared__ float kiln_ta[") != std::string::npos);
+  CHECK(srcs[3].find("kiln_a(P, bt, gi, gk)") != std::string::npos);
+  CHECK(srcs[6].find("__shared__ double kiln_tb[") != std::string::npos);
+  CHECK(srcs[9].find("for (int64_t w = kiln_group;") != std::string::npos);
+  cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
+  cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 90);
+}

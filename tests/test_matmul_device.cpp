@@ -98,7 +98,9 @@ TEST_CASE("device matmul: operand expressions are read in the tile loads, one la
     const auto mask = kiln::cast<float>(kiln::from(mv, {m, k})).eval().to(*dev);
     // relu(x) * mask, a scalar, and w read transposed twice over (a view of a view).
     const auto wt = w.transpose().transpose();
-    auto product = [&] { return kiln::tensor<float>(kiln::matmul(kiln::relu(x) * mask, wt * 0.5f)); };
+    auto product = [&] {
+      return kiln::tensor<float>(kiln::matmul(kiln::relu(x) * mask, wt * 0.5f));
+    };
     CHECK(families_of(product) == std::vector<std::string>{"matmul"});
     const auto want = reference(read(kiln::relu(x) * mask), read(w * 0.5f));
     check(product(), want, "relu(x) * mask @ w * 0.5 on " + dev->str());
@@ -126,9 +128,9 @@ TEST_CASE("device matmul: every sampled tile configuration gives the product",
     const tune::space& sp = *sites[0].sp;
     REQUIRE(sp.family() == "matmul");
     // Configurations the device allows, a sample of each tile dim's values.
-    const int rows[][5] = {{16, 16, 8, 1, 1},  {32, 16, 8, 2, 1},   {16, 64, 16, 1, 4},
-                           {64, 32, 8, 4, 2},  {128, 64, 8, 8, 4},  {32, 128, 8, 2, 8},
-                           {128, 32, 8, 4, 4}, {16, 16, 32, 1, 1},  {32, 32, 16, 4, 4}};
+    const int rows[][5] = {{16, 16, 8, 1, 1},  {32, 16, 8, 2, 1},  {16, 64, 16, 1, 4},
+                           {64, 32, 8, 4, 2},  {128, 64, 8, 8, 4}, {32, 128, 8, 2, 8},
+                           {128, 32, 8, 4, 4}, {16, 16, 32, 1, 1}, {32, 32, 16, 4, 4}};
     int ran = 0;
     std::string refused;
     for (const auto& r : rows) {
@@ -141,7 +143,8 @@ TEST_CASE("device matmul: every sampled tile configuration gives the product",
       }
       if (test::stand_in(*dev) && ran >= 3) break;
       ++ran;
-      check(tune_test::forced(sites[0], c, run), want, "tile " + sp.format(c) + " on " + dev->str());
+      check(tune_test::forced(sites[0], c, run), want,
+            "tile " + sp.format(c) + " on " + dev->str());
     }
     INFO(refused);
     CHECK(ran >= (test::stand_in(*dev) ? 3 : 9));

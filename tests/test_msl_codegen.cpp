@@ -165,6 +165,38 @@ TEST_CASE("msl codegen: every reduction at every stage, with and without SIMD-gr
   msl_test::compile(srcs);
 }
 
+TEST_CASE("msl codegen: the contraction kernel over fused operand prologues compiles through "
+          "the host shim; an f64 product is a kiln::error",
+          "[msl][codegen][matmul]") {
+  const tensor<float> x(kiln::shape{8, 8});
+  const tensor<kiln::half> h(kiln::shape{8, 8});
+  const tensor<std::int32_t> i(kiln::shape{8, 8});
+  std::vector<std::string> srcs;
+  auto add = [&](const jit::kernel_ir& operands, dtype acc, dtype result, int batch_rank,
+                 const kiln::kernels::contraction_tile& t) {
+    const jit::contract_spec spec{acc, result, batch_rank, t};
+    const jit::kernel_ir ir = jit::contract_ir(operands, spec);
+    srcs.push_back(
+        jit::metal::generate_contraction(ir, msl_test::layout_of(ir, jit::contract_extras), spec));
+  };
+  add(msl_test::ir_of(true, 3, false, kiln::cast<float>(h), kiln::cast<float>(h)), dtype::f32,
+      dtype::f16, 0, {});
+  add(msl_test::ir_of(true, 5, false, kiln::relu(x) * 2.0f, x), dtype::f32, dtype::f32, 2,
+      {16, 16, 8, 1, 1});
+  add(msl_test::ir_of(true, 3, true, kiln::cast<std::int64_t>(i), kiln::cast<std::int64_t>(i)),
+      dtype::i64, dtype::i32, 0, {128, 64, 16, 8, 4});
+  CHECK(srcs[0].find("  threadgroup float kiln_ta[") != std::string::npos);
+  CHECK(srcs[0].find("kiln_a(kiln_b0, kiln_b1, P, bt, gi, gk)") != std::string::npos);
+  CHECK(!contains(srcs, "double"));
+  msl_test::compile(srcs);
+  const tensor<double> d(kiln::shape{8, 8});
+  const jit::contract_spec f64{dtype::f64, dtype::f64, 0, {}};
+  const jit::kernel_ir ir = jit::contract_ir(msl_test::ir_of(true, 3, false, d, d), f64);
+  CHECK_THROWS_AS(
+      jit::metal::generate_contraction(ir, msl_test::layout_of(ir, jit::contract_extras), f64),
+      kiln::error);
+}
+
 namespace ops {
 // 2 e^x through kiln's device math name: one shared C-family body for every dialect.
 struct twice_exp : kiln::op_base {

@@ -60,10 +60,10 @@ bool device_contract(const tensor<R>& out, const A& a, const B& b, const contrac
       using ER = std::remove_cvref_t<decltype(er)>;
       struct contracted {}; // keyed apart from a pass of the same expressions
       const flat_pass<EL, ER> flat(el, er);
-      return run_device_contraction(lowerings_of<std::tuple<contracted, EL, ER>>(),
-                                    dtype_of<Acc>(), dtype_of<R>(), *out.storage(), out.offset(),
-                                    s, shape_of(l), fl, shape_of(r), fr, ir::described<EL>,
-                                    ir::described<ER>, flat.leaf_span(), flat.scalar_span());
+      return run_device_contraction(lowerings_of<std::tuple<contracted, EL, ER>>(), dtype_of<Acc>(),
+                                    dtype_of<R>(), *out.storage(), out.offset(), s, shape_of(l), fl,
+                                    shape_of(r), fr, ir::described<EL>, ir::described<ER>,
+                                    flat.leaf_span(), flat.scalar_span());
     };
     return c.out_t ? run(b, s.fa, a, s.fb) : run(a, s.fa, b, s.fb);
   }

@@ -277,7 +277,7 @@ template <class E, class D>
 inline constexpr bool device_direct_product = false;
 template <class X, class Y, element D>
 inline constexpr bool device_direct_product<matmul_node<X, Y>, D> =
-    plain_tree<X> && plain_tree<Y> && std::is_same_v<D, value_t<matmul_node<X, Y>>>;
+    plain_tree<X>&& plain_tree<Y>&& std::is_same_v<D, value_t<matmul_node<X, Y>>>;
 
 template <element D, class X, class Y>
 bool device_product_into(const tensor<D>& dst, const matmul_node<X, Y>& n) {

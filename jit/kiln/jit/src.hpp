@@ -6,8 +6,8 @@
 // non-template functions, for programs that define KILN_COMPILED_CORE (kiln/linkage.hpp).
 #include "kiln/backend.hpp"
 #include "kiln/core_impl.hpp"
-#include "kiln/jit/backend/run_pass.hpp"
 #include "kiln/jit/backend/run_contraction.hpp"
+#include "kiln/jit/backend/run_pass.hpp"
 #include "kiln/jit/backend/run_reduction.hpp"
 #include "kiln/jit/cuda/backend.hpp"
 #include "kiln/jit/jit.hpp"

@@ -24,7 +24,7 @@ namespace kiln::kernels {
 // A tile configuration (the matmul family's tunables, jit/tune/families.hpp).
 struct contraction_tile {
   int tm = 64, tn = 64, tk = 8; // the workgroup's output tile and K step
-  int rm = 4, rn = 4;            // each invocation's register tile
+  int rm = 4, rn = 4;           // each invocation's register tile
   int threads() const { return (tm / rm) * (tn / rn); }
   // Why the tile cannot be spelled ("" when it can).
   std::string why_not() const {
@@ -86,9 +86,9 @@ inline std::string contract_tile_kernel(const grid_spelling& g, const std::strin
   // along N (consecutive j).
   // (A tile smaller than the workgroup is loaded by its first invocations.)
   auto guard = [&](int q, int count) {
-    return (q + 1) * G <= count ? std::string()
-                                : "if (lid + " + to_string(q * G) + "u < " + to_string(count) +
-                                      "u) ";
+    return (q + 1) * G <= count
+               ? std::string()
+               : "if (lid + " + to_string(q * G) + "u < " + to_string(count) + "u) ";
   };
   for (int q = 0; q * G < t.tm * t.tk; ++q) {
     const std::string e = "(lid + " + to_string(q * G) + "u)";

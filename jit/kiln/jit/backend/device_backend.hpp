@@ -91,10 +91,10 @@ public:
     return kernels_.get(std::to_string(r.group) + "\n" + source,
                         [&] { return make_kernel(ir, layout, source, r.group); });
   }
-  std::shared_ptr<kernel> compile_contraction(const kernel_ir& ir, const contract_spec& c) override {
+  std::shared_ptr<kernel> compile_contraction(const kernel_ir& ir,
+                                              const contract_spec& c) override {
     param_layout layout(ir, max_inline_params(), contract_extras);
-    const std::string source =
-        generate([&] { return self().generate_contraction(ir, layout, c); });
+    const std::string source = generate([&] { return self().generate_contraction(ir, layout, c); });
     const int g = c.tile.threads();
     return kernels_.get(std::to_string(g) + "\n" + source,
                         [&] { return make_kernel(ir, layout, source, g); });

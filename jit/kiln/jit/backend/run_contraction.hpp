@@ -40,8 +40,8 @@ inline bool jit_backend::contract(const device_contraction& c) {
   auto kernel_for = [this, &cc, &lp, base](const tune::config& cfg) {
     contract_spec spec = base;
     spec.tile = tune::tile_of(cfg);
-    const auto key = std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm,
-                                     spec.tile.rn);
+    const auto key =
+        std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm, spec.tile.rn);
     {
       std::lock_guard lock(cc.mutex);
       if (auto it = cc.kernels.find(key); it != cc.kernels.end()) return it->second;

@@ -395,8 +395,9 @@ inline std::string contraction_operand(const dialect& d, const kernel_ir& ir, dt
     coord[k] = "c" + std::to_string(k);
   coord[batch_rank + (which == 0 ? 0 : 1)] = which == 0 ? "x" : "y";
   coord[batch_rank + 2] = which == 0 ? "y" : "x";
-  std::string s = std::string(cfamily::register_type(acc)) + (which == 0 ? " kiln_a(" : " kiln_b(") +
-                  params + "const " + I + " bt, const " + I + " x, const " + I + " y) {\n";
+  std::string s = std::string(cfamily::register_type(acc)) +
+                  (which == 0 ? " kiln_a(" : " kiln_b(") + params + "const " + I + " bt, const " +
+                  I + " x, const " + I + " y) {\n";
   if (batch_rank > 0) s += "  " + I + " r = bt;\n";
   for (int k = batch_rank - 1; k >= 0; --k) {
     const std::string e = "P.e" + std::to_string(k);
