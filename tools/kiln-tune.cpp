@@ -132,6 +132,8 @@ int list(const args& a) {
   print_space(be.elementwise_space());
   std::printf("\n");
   print_space(be.reduction_space());
+  std::printf("\n");
+  print_space(be.matmul_space());
   std::printf("\nhost: %s\n\n", kiln::jit::tune::host_identity().c_str());
   print_space(kiln::jit::tune::host_tuning_space());
   return 0;
