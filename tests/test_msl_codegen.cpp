@@ -166,7 +166,7 @@ TEST_CASE("msl codegen: every reduction at every stage, with and without SIMD-gr
 }
 
 TEST_CASE("msl codegen: the contraction kernel over fused operand prologues compiles through "
-          "the host shim; an f64 product is a kiln::error",
+          "the host shim, and an f64 product is a kiln::error",
           "[msl][codegen][matmul]") {
   const tensor<float> x(kiln::shape{8, 8});
   const tensor<kiln::half> h(kiln::shape{8, 8});
