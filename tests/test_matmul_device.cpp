@@ -171,3 +171,113 @@ TEST_CASE("device matmul: shapes the tile kernel declines run as a reduction",
     check(longk(), reference(read(x), read(y)), "K = " + std::to_string(k) + " on " + dev->str());
   }
 }
+
+namespace {
+
+// gelu (erf form) in double.
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// A result of f(product) against f applied to the double reference: within the product's
+// bound times f's slope (at most `slope`), plus the result's own rounding.
+template <class T, class F>
+void check_epilogue(const kiln::tensor<T>& got, const product& p, F&& f, double slope,
+                    const std::string& what) {
+  INFO(what);
+  REQUIRE(got.shape() == p.shape);
+  const values g = read(got);
+  const double e = std::numeric_limits<float>::epsilon();
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.v.size() && bad < 4; ++i) {
+    const double want = f(p.v[i], i);
+    const double tol = slope * (p.k + 2) * e * p.scale[i] + 4 * eps<T>() * (1 + std::fabs(want));
+    if (!(std::fabs(g.v[i] - want) <= tol)) {
+      ++bad;
+      UNSCOPED_INFO("element " << i << ": " << g.v[i] << " vs " << want << " (tol " << tol << ")");
+    }
+  }
+  CHECK(bad == 0);
+}
+
+} // namespace
+
+TEST_CASE("device matmul: the consuming expression is the kernel's epilogue, one launch",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : devices()) {
+    const std::int64_t m = 67, k = 29, n = 41;
+    const auto x = operand<float>({m, k}, *dev), w = operand<float>({k, n}, *dev);
+    const auto bv = test::uniform<float>(n, -1, 1);
+    const auto b = kiln::from(bv, {n}).to(*dev);
+    const product p = reference(read(x), read(w));
+    const std::string on = " on " + dev->str();
+    // gelu(x w + b): a bias broadcast along rows, a math function.
+    kiln::tensor<float> y = kiln::zeros<float>({m, n}).to(*dev);
+    auto layer = [&] {
+      y = kiln::gelu(kiln::matmul(x, w) + b);
+      return y;
+    };
+    CHECK(families_of(layer) == std::vector<std::string>{"matmul"});
+    check_epilogue(
+        y, p, [&](double v, std::size_t i) { return gelu(v + bv[i % n]); }, 1.13,
+        "gelu(x w + b)" + on);
+    // Two outputs from one kernel: the pre-activation and the activation.
+    const auto z = kiln::matmul(x, w) + b;
+    kiln::tensor<float> pre = kiln::zeros<float>({m, n}).to(*dev);
+    auto both = [&] {
+      kiln::eval(pre = z, y = kiln::relu(z));
+      return y;
+    };
+    CHECK(families_of(both) == std::vector<std::string>{"matmul"});
+    check_epilogue(
+        pre, p, [&](double v, std::size_t i) { return v + bv[i % n]; }, 1, "pre = x w + b" + on);
+    check_epilogue(
+        y, p, [&](double v, std::size_t i) { return std::max(v + bv[i % n], 0.0); }, 1,
+        "relu(pre)" + on);
+    // alpha x w + beta c into c itself (c read at the element written), and a product the
+    // expression mentions three times (computed once).
+    const auto c0 = test::uniform<float>(m * n, -1, 1);
+    kiln::tensor<float> c = kiln::from(c0, {m, n}).to(*dev);
+    auto axpby = [&] {
+      c = 2.0f * kiln::matmul(x, w) - 0.5f * c;
+      return c;
+    };
+    CHECK(families_of(axpby) == std::vector<std::string>{"matmul"});
+    check_epilogue(
+        c, p, [&](double v, std::size_t i) { return 2 * v - 0.5 * c0[i]; }, 2,
+        "c = 2 x w - 0.5 c" + on);
+    auto thrice = [&] {
+      const auto q = kiln::matmul(x, w);
+      y = q * q - q;
+      return y;
+    };
+    CHECK(families_of(thrice) == std::vector<std::string>{"matmul"});
+    check_epilogue(
+        y, p, [&](double v, std::size_t) { return v * v - v; },
+        2 * (1 + *std::max_element(p.scale.begin(), p.scale.end())), "q * q - q" + on);
+    // A cast to f16 at the store, and a batch: [2, m, k] @ [k, n] + b.
+    const auto xb = operand<float>({2, m, k}, *dev);
+    const product pb = reference(read(xb), read(w));
+    kiln::tensor<kiln::half> h = kiln::zeros<kiln::half>({2, m, n}).to(*dev);
+    auto half = [&] {
+      h = kiln::cast<kiln::half>(kiln::matmul(xb, w) + b);
+      return h;
+    };
+    CHECK(families_of(half) == std::vector<std::string>{"matmul"});
+    check_epilogue(
+        h, pb, [&](double v, std::size_t i) { return v + bv[i % n]; }, 1,
+        "cast<f16>(xb w + b)" + on);
+    // Integers: the product wraps to i32 before the epilogue adds 1.
+    const auto xi = operand<std::int32_t>({m, k}, *dev), wi = operand<std::int32_t>({k, n}, *dev);
+    const product pi = reference(read(xi), read(wi));
+    kiln::tensor<std::int32_t> yi = kiln::zeros<std::int32_t>({m, n}).to(*dev);
+    yi = kiln::matmul(xi, wi) + 1;
+    check_epilogue(
+        yi, pi, [&](double v, std::size_t) { return v + 1; }, 0, "i32 x w + 1" + on);
+    // Declined (matrix-vector): the product, then the pass; the same values.
+    const auto v = operand<float>({k}, *dev);
+    const product pv = reference(read(x), read(v));
+    kiln::tensor<float> yv = kiln::zeros<float>({m}).to(*dev);
+    yv = kiln::gelu(kiln::matmul(x, v));
+    check_epilogue(
+        yv, pv, [&](double q, std::size_t) { return gelu(q); }, 1.13, "gelu(x v)" + on);
+  }
+}

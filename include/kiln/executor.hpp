@@ -248,8 +248,11 @@ struct device_reduction {
 // A product on a device, erased at the IR: C[bt, i, j] = sum over k of A(bt, i, k) B(bt, k, j)
 // over the dims (batch..., m, n, k) of `extents`; `lowered` computes both operands' values
 // (results 0 and 1, dtype `acc`) there, each operand's leaves with stride 0 along the dim
-// (n or m) it does not have. The product is stored, in dtype `result`, contiguously as
-// (batch..., m, n) from element `out_offset` of `out`.
+// (n or m) it does not have. Without an epilogue (lowered has two results) the product is
+// stored, in dtype `result`, in targets[0]. With one, results 2... are the outputs, stored
+// in targets 0...: expressions over (batch..., m, n) whose input `product` (-1: none) is the
+// product, converted to `result`, in place of a load (every other input and target has
+// stride 0 along k).
 struct device_contraction {
   const lowered_pass& lowered;
   std::span<const device_leaf> inputs;
@@ -259,8 +262,10 @@ struct device_contraction {
   int batch_rank;
   dtype acc;
   dtype result;
-  const storage& out;
-  std::int64_t out_offset;
+  std::span<const storage* const> targets;
+  std::span<const std::int64_t> target_offsets;
+  std::span<const operand_strides> target_strides;
+  int product = -1;
 };
 
 // What a device backend provides to the planner.

@@ -32,21 +32,34 @@ inline layout product_view(const layout& l, const contraction& c, matrix_form f,
   return v;
 }
 
+// What the outputs of an epilogue are: expressions of the product's shape (batch..., m, n)
+// that read the product's own tensor (`out`, never read or written itself) as a leaf, stored
+// in `targets` instead of the product.
+struct device_epilogue {
+  std::span<const ir::expr_description> exprs;
+  std::span<const flat_leaf> leaves; // the expressions', one after another
+  std::span<const flat_scalar> scalars;
+  std::span<const flat_leaf> targets; // storage, layout (of the product's shape), dtype
+};
+
 // The untyped part: the product of contraction `s` whose left operand (shape `left`, read in
 // form fl) and right operand are the expressions described by el and er (their leaves and
 // scalars one after the other in `leaves`, `scalars`), in accumulator dtype `acc`, stored
-// as dtype `result` contiguously from element `out_offset` of `out`. False, having done
-// nothing, where the device declines it.
+// as dtype `result` contiguously from element `out_offset` of `out` (or, with `epilogue`,
+// the outputs it lists). False, having done nothing, where the device declines it.
 KILN_CORE_INLINE bool
 run_device_contraction(lowering_table& table, dtype acc, dtype result, const storage& out,
                        std::int64_t out_offset, const contraction& s, const kiln::shape& left,
                        matrix_form fl, const kiln::shape& right, matrix_form fr,
                        const ir::expr_description& el, const ir::expr_description& er,
-                       std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars);
+                       std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
+                       const device_epilogue* epilogue = nullptr);
 
-// The product by the device's contraction kernel, or false.
+// The product by the device's contraction kernel, or false. With `epilogue` (its lowerings
+// kept in `table`), the outputs it lists instead of the product.
 template <class R, class A, class B>
-bool device_contract(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+bool device_contract(const tensor<R>& out, const A& a, const B& b, const contraction& c,
+                     const device_epilogue* epilogue = nullptr, lowering_table* table = nullptr) {
   if constexpr (!plain_tree<A> || !plain_tree<B>) {
     return false;
   } else {
@@ -60,10 +73,10 @@ bool device_contract(const tensor<R>& out, const A& a, const B& b, const contrac
       using ER = std::remove_cvref_t<decltype(er)>;
       struct contracted {}; // keyed apart from a pass of the same expressions
       const flat_pass<EL, ER> flat(el, er);
-      return run_device_contraction(lowerings_of<std::tuple<contracted, EL, ER>>(), dtype_of<Acc>(),
-                                    dtype_of<R>(), *out.storage(), out.offset(), s, shape_of(l), fl,
-                                    shape_of(r), fr, ir::described<EL>, ir::described<ER>,
-                                    flat.leaf_span(), flat.scalar_span());
+      return run_device_contraction(
+          table ? *table : lowerings_of<std::tuple<contracted, EL, ER>>(), dtype_of<Acc>(),
+          dtype_of<R>(), *out.storage(), out.offset(), s, shape_of(l), fl, shape_of(r), fr,
+          ir::described<EL>, ir::described<ER>, flat.leaf_span(), flat.scalar_span(), epilogue);
     };
     return c.out_t ? run(b, s.fa, a, s.fb) : run(a, s.fa, b, s.fb);
   }

@@ -16,7 +16,9 @@
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/contractions/strip_pass.hpp"
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace kiln::detail {
@@ -35,6 +37,7 @@ public:
     run(epilogue, ctx);
   }
   const contraction& shape() const { return c_; }
+  const void* tag() const { return tag_; }
   // Computes the result straight into a whole contiguous tensor of its shape and dtype
   // (`dst = matmul(a, b)`), where that target is not an operand; false: nothing done.
   virtual bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) = 0;
@@ -55,12 +58,19 @@ public:
   }
   // Whether the memory of `target` (l over storage st) meets one of the operands'.
   bool reads(const flat_leaf& target) const {
-    for (const flat_leaf& f : leaves_)
-      if (f.storage->on_host() &&
-          intersect(byte_range(target, *target.layout), byte_range(f, *f.layout)))
+    for (const flat_leaf& f : leaves_) {
+      // Host ranges are addresses; a device's count from its buffer's start.
+      const bool comparable = f.storage->on_host()
+                                  ? target.storage->on_host()
+                                  : memory_of(*f.storage) == memory_of(*target.storage);
+      if (comparable && intersect(byte_range(target, *target.layout), byte_range(f, *f.layout)))
         return true;
+    }
     return false;
   }
+  // On a device: the product with `e`'s outputs as its epilogue, in one kernel (lowerings in
+  // `table`); false, having done nothing, where the device declines it.
+  virtual bool fuse_on_device(const device_epilogue& e, lowering_table& table) = 0;
 
 protected:
   deferred_product(const void* tag, const contraction& c, bool fusable)
@@ -78,26 +88,33 @@ template <class R, class A, class B>
 class deferred_matmul final : public deferred_product {
 public:
   static constexpr char tag = 0;
-  deferred_matmul(const contraction& c, A a, B b)
-      : deferred_product(&tag, c, std::is_same_v<R, matmul_acc_t<R>>), out(c.out), a_(std::move(a)),
-        b_(std::move(b)) {
+  deferred_matmul(const contraction& c, A a, B b, const kiln::device& where)
+      : deferred_product(&tag, c, std::is_same_v<R, matmul_acc_t<R>>), out(c.out, where),
+        a_(std::move(a)), b_(std::move(b)) {
     const flat_pass<A, B> f(a_, b_);
     leaves_.assign(f.leaf_span().begin(), f.leaf_span().end());
     scalars_.assign(f.scalar_span().begin(), f.scalar_span().end());
   }
   tensor<R> out;
   bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) override {
-    if (done_ || t != dtype_of<R>() || !l.is_contiguous() || l.shape != c_.out ||
-        reads(flat_leaf{st.get(), &l, t}))
+    if (done_ || !out.device().is_host() || t != dtype_of<R>() || !l.is_contiguous() ||
+        l.shape != c_.out || reads(flat_leaf{st.get(), &l, t}))
       return false;
     done_ = true;
     host_matmul(tensor<R>(st, l), a_, b_, c_);
     return true;
   }
+  bool fuse_on_device(const device_epilogue& e, lowering_table& table) override {
+    if (done_ || !device_contract(out, a_, b_, c_, &e, &table)) return false;
+    done_ = true;
+    return true;
+  }
 
 private:
   void run(gemm_epilogue epilogue, const void* ctx) override {
-    if constexpr (std::is_same_v<R, matmul_acc_t<R>>)
+    if (!out.device().is_host())
+      device_matmul(out, a_, b_, c_);
+    else if constexpr (std::is_same_v<R, matmul_acc_t<R>>)
       host_matmul(out, a_, b_, c_, epilogue, ctx);
     else
       host_matmul(out, a_, b_, c_);
@@ -141,7 +158,7 @@ auto product_result(const matmul_node<A, B>& n, product_context* ctx, bool defer
   const kiln::device where = device_of(a);
   check_devices(b, where, "matmul");
   constexpr const char* device_only = first_named({device_only_in<Ma>, device_only_in<Mb>});
-  if (!where.is_host() || device_only != nullptr || ctx == nullptr) {
+  if (device_only != nullptr || ctx == nullptr) {
     tensor<R> out(n.c.out, where);
     if constexpr (device_only != nullptr)
       refuse_device_only(device_only);
@@ -157,7 +174,7 @@ auto product_result(const matmul_node<A, B>& n, product_context* ctx, bool defer
       if (!defer) d->compute();
       return static_cast<const deferred_matmul<R, Ma, Mb>&>(*d).out;
     }
-  auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(n.c, a, b);
+  auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(n.c, a, b, where);
   if (!defer) d->compute();
   tensor<R> out = d->out;
   ctx->products.push_back(std::move(d));
@@ -205,6 +222,30 @@ inline void fused_runner(const void* ctx, const host_kernel_ref& k,
   d.compute(&run_strip, &p);
 }
 
+// The lowerings of device epilogues of output expressions Tup, per product type (its tag).
+template <class Tup>
+lowering_table& device_epilogue_table(const void* product) {
+  static std::mutex m;
+  static std::map<const void*, lowering_table> tables;
+  std::lock_guard lock(m);
+  return tables[product];
+}
+
+// On a device: the outputs as the epilogue of product d, one kernel; false where the device
+// declines it (nothing done).
+template <class Tup, std::size_t... I>
+bool device_fused(deferred_product& d, const Tup& outs, std::index_sequence<I...>) {
+  const flat_pass<typename std::tuple_element_t<I, Tup>::expr_type...> flat(
+      *std::get<I>(outs).expr...);
+  const std::array<ir::expr_description, sizeof...(I)> exprs{
+      ir::described<typename std::tuple_element_t<I, Tup>::expr_type>...};
+  const std::array<flat_leaf, sizeof...(I)> targets{
+      flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
+                dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()}...};
+  const device_epilogue e{exprs, flat.leaf_span(), flat.scalar_span(), targets};
+  return d.fuse_on_device(e, device_epilogue_table<Tup>(d.tag()));
+}
+
 // Runs outputs (pass_outputs over materialized trees) with one of ctx's products from
 // `first` on (those this statement's materialization deferred) fused.
 template <class Tup, std::size_t... I>
@@ -213,6 +254,7 @@ void run_with_products(product_context& ctx, std::size_t first, const Tup& outs,
   constexpr const char* device_only =
       first_named({device_only_in<typename std::tuple_element_t<I, Tup>::expr_type>...});
   const kiln::shape& s = std::get<0>(outs).dst.shape();
+  const bool on_host = std::get<0>(outs).dst.device().is_host();
   deferred_product* fused = nullptr;
   if (device_only == nullptr && ((std::get<I>(outs).dst.shape() == s) && ...)) {
     const std::array<flat_leaf, sizeof...(I)> targets{
@@ -220,7 +262,8 @@ void run_with_products(product_context& ctx, std::size_t first, const Tup& outs,
                   dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()}...};
     for (std::size_t i = first; i < ctx.products.size(); ++i) {
       deferred_product* d = ctx.products[i].get();
-      bool ok = !d->done() && d->fusable() && d->shape().out == s;
+      // (On a device the kernel converts the product to its type before the epilogue.)
+      bool ok = !d->done() && (d->fusable() || !on_host) && d->shape().out == s;
       for (const flat_leaf& t : targets)
         ok = ok && !d->reads(t);
       if (ok) {
@@ -234,10 +277,14 @@ void run_with_products(product_context& ctx, std::size_t first, const Tup& outs,
   if (fused != nullptr) {
     if constexpr (device_only == nullptr) {
       if (outputs_in_place(outs, seq, op)) {
-        std::array<bool, sizeof...(I)> all;
-        all.fill(true);
-        host_run_pass_with(&fused_runner, fused, all, std::get<I>(outs)...);
-        return;
+        if (!on_host) {
+          if (device_fused(*fused, outs, seq)) return;
+        } else {
+          std::array<bool, sizeof...(I)> all;
+          all.fill(true);
+          host_run_pass_with(&fused_runner, fused, all, std::get<I>(outs)...);
+          return;
+        }
       }
     }
     fused->compute();
@@ -293,17 +340,11 @@ bool device_product_into(const tensor<D>& dst, const matmul_node<X, Y>& n) {
 }
 
 template <element D, class E>
-bool device_product_assign(const tensor<D>& dst, const E& e) {
-  if constexpr (device_direct_product<E, D>)
-    return device_product_into(dst, e);
-  else
-    return false;
-}
-
-template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e) {
   if constexpr (direct_product<E, D>)
     if (product_into(dst, e)) return;
+  if constexpr (device_direct_product<E, D>)
+    if (device_product_into(dst, e)) return;
   const statement_scope scope;
   product_context& ctx = statement_products();
   const std::size_t first = ctx.products.size();

@@ -35,9 +35,6 @@ template <class Op, class... C>
 inline constexpr bool has_top_product<expr_node<Op, C...>> = (has_top_product<C> || ...);
 template <element D, class E>
 void product_assign(const tensor<D>& dst, const E& e);
-// dst = a product, on a device, stored straight into dst where it can be (epilogue.hpp).
-template <element D, class E>
-bool device_product_assign(const tensor<D>& dst, const E& e);
 
 // A statement (an assignment or a kiln::eval, with everything it evaluates on the way: the
 // reductions, products and adjoints inside it) runs within one scope: a product that occurs
@@ -270,11 +267,10 @@ KILN_STATEMENT void assign(const tensor<D>& dst, const E& e) {
     const statement_scope scope;
     if (!dst.empty()) check_devices(e, dst.device(), "assign");
     if constexpr (has_top_product<E>) {
-      if (!dst.empty() && dst.device().is_host()) {
+      if (!dst.empty()) {
         product_assign(dst, e); // the product with this assignment as its epilogue
         return;
       }
-      if (!dst.empty() && device_product_assign(dst, e)) return;
     }
     static_assert(!std::is_same_v<std::remove_cvref_t<decltype(materialize(e))>, E>);
     assign(dst, materialize(e));
@@ -351,7 +347,7 @@ KILN_STATEMENT void eval(pending_assign<D, E>&&... p) {
   (p.mark_done(), ...);
   const detail::statement_scope scope;
   if constexpr ((detail::has_top_product<E> || ...)) {
-    if (((!p.target().empty() && p.target().device().is_host()) && ...)) {
+    if ((!p.target().empty() && ...)) {
       detail::product_eval(p...); // a product with these outputs as its epilogue
       return;
     }

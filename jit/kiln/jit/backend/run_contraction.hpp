@@ -24,7 +24,7 @@ struct compiled_contraction : executor_state {
 inline bool jit_backend::contract(const device_contraction& c) {
   const lowered_pass& lp = c.lowered;
   const int nb = c.batch_rank;
-  if (static_cast<int>(c.inputs.size()) + 1 > max_buffers()) return false;
+  if (static_cast<int>(c.inputs.size() + c.targets.size()) > max_buffers()) return false;
   std::int64_t batch = 1;
   for (int d = 0; d < nb; ++d)
     batch *= c.extents[d];
@@ -36,7 +36,7 @@ inline bool jit_backend::contract(const device_contraction& c) {
     return s;
   });
   auto& cc = static_cast<compiled_contraction&>(*state);
-  const contract_spec base{c.acc, c.result, nb, {}};
+  const contract_spec base{c.acc, c.result, nb, {}, c.product};
   auto kernel_for = [this, &cc, &lp, base](const tune::config& cfg) {
     contract_spec spec = base;
     spec.tile = tune::tile_of(cfg);
@@ -73,9 +73,11 @@ inline bool jit_backend::contract(const device_contraction& c) {
     offsets.push_back(c.inputs[i].layout->offset);
     strides.push_back(c.strides[i]);
   }
-  args.push_back({c.out.handle()});
-  offsets.push_back(c.out_offset);
-  strides.push_back({});
+  for (std::size_t t = 0; t < c.targets.size(); ++t) {
+    args.push_back({c.targets[t]->handle()});
+    offsets.push_back(c.target_offsets[t]);
+    strides.push_back(c.target_strides[t]);
+  }
   const std::int64_t extras[contract_extras] = {m, n, k, plan.tiles_n, plan.per_batch, plan.units};
   std::vector<std::byte> params(kn->layout.bytes);
   kn->layout.pack(params.data(), plan.units, c.extents.data(), offsets.data(), strides, c.scalars,

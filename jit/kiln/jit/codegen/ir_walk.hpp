@@ -74,8 +74,17 @@ inline std::string numbered(const std::string& src) {
 
 // The SSA values v<k> of the IR, after the buffers' element indices a<b>; only those marked
 // in `need` where it is given.
+// `replace`: loads of input `replace.slot` are `replace.value` (a register of dtype
+// `replace.type`) converted to the load's type instead (a contraction's epilogue reads the
+// product so).
+struct load_replacement {
+  int slot = -1;
+  dtype type = dtype::f32;
+  std::string value;
+};
 inline std::string value_code(const dialect& d, const kernel_ir& ir, const std::string& pad,
-                              const std::vector<bool>* need = nullptr) {
+                              const std::vector<bool>* need = nullptr,
+                              const load_replacement& replace = {}) {
   std::string s;
   for (std::size_t v = 0; v < ir.code.size(); ++v) {
     if (need && !(*need)[v]) continue;
@@ -83,7 +92,9 @@ inline std::string value_code(const dialect& d, const kernel_ir& ir, const std::
     std::string rhs;
     switch (in.code) {
     case ir_code::load:
-      rhs = d.load(in.type, d.element(ir, in.slot, "a" + std::to_string(in.slot)));
+      rhs = in.slot == replace.slot
+                ? d.convert(replace.type, in.type, replace.value)
+                : d.load(in.type, d.element(ir, in.slot, "a" + std::to_string(in.slot)));
       break;
     case ir_code::param:
       rhs = cfamily::param_expr(in.type, "P.p" + std::to_string(in.slot));
@@ -416,6 +427,53 @@ inline std::string contraction_operand(const dialect& d, const kernel_ir& ir, dt
   return s + "  return " + var(ir.results[which]) + ";\n}\n";
 }
 
+// A contraction's epilogue at output (bt, gi, gj) (variables of the template's store),
+// product value v (the accumulator, in dtype spec.acc): the IR's results 2... over the
+// dims (batch..., m, n), reading input spec.product as v converted to the product's dtype,
+// each stored in its output through that output's strides.
+inline std::string contraction_epilogue(const dialect& d, const kernel_ir& ir,
+                                        const contract_spec& spec, const std::string& v) {
+  const std::string I = d.index_type(ir);
+  const int nb = spec.batch_rank, nin = static_cast<int>(ir.inputs.size());
+  std::vector<bool> need(ir.code.size(), false);
+  for (std::size_t r = 2; r < ir.results.size(); ++r)
+    need[ir.results[r]] = true;
+  std::vector<bool> reads(ir.inputs.size(), false);
+  for (std::size_t k = ir.code.size(); k-- > 0;) {
+    if (!need[k]) continue;
+    const ir_instr& in = ir.code[k];
+    if (in.code == ir_code::load && in.slot != spec.product) reads[in.slot] = true;
+    for (int a = 0; a < in.nargs; ++a)
+      need[in.args[a]] = true;
+  }
+  // Element index of buffer b at (bt, gi, gj): the batch coords c<k>, then rows and cols.
+  auto index = [&](int b) {
+    const std::string B = std::to_string(b);
+    std::string e = "P.o" + B;
+    for (int k = 0; k < nb; ++k)
+      e += " + c" + std::to_string(k) + " * P.s" + B + "_" + std::to_string(k);
+    return e + " + gi * P.s" + B + "_" + std::to_string(nb) + " + gj * P.s" + B + "_" +
+           std::to_string(nb + 1);
+  };
+  const std::string pad = "        ";
+  std::string s = "{\n";
+  if (nb > 0) s += pad + I + " r = bt;\n";
+  for (int k = nb - 1; k >= 0; --k) {
+    const std::string e = "P.e" + std::to_string(k);
+    s += pad + "const " + I + " c" + std::to_string(k) +
+         (k > 0 ? " = r % " + e + "; r /= " + e + ";\n" : " = r;\n");
+  }
+  for (int b = 0; b < nin; ++b)
+    if (reads[b]) s += pad + "const " + I + " a" + std::to_string(b) + " = " + index(b) + ";\n";
+  s += value_code(d, ir, pad, &need, {spec.product, spec.acc, v});
+  for (std::size_t o = 0; o < ir.outputs.size(); ++o) {
+    const int b = nin + static_cast<int>(o);
+    s += pad + d.element(ir, b, index(b)) + " = " + d.store(ir.outputs[o], var(ir.results[2 + o])) +
+         ";\n";
+  }
+  return s + "      }";
+}
+
 // A contraction kernel after its preamble: both operands' prologues and the tile template
 // (kernels/kiln/kernels/contract_template.hpp). Buffers: the IR's inputs, then the product.
 // `value_params` declares P and the buffers where they are not global (as for reductions).
@@ -435,6 +493,10 @@ inline std::string contraction_body(const dialect& d, const kernels::grid_spelli
     return d.element(ir, nin, at) + " = " +
            d.store(spec.result, d.convert(spec.acc, spec.result, v)) + ";";
   };
+  if (spec.epilogue(ir))
+    p.store = [&](const std::string&, const std::string& v) {
+      return contraction_epilogue(d, ir, spec, v);
+    };
   if (const std::string why = spec.tile.why_not(); !why.empty())
     throw error("matmul", "a contraction tile the template cannot spell", why);
   return contraction_operand(d, ir, spec.acc, 0, spec.batch_rank, value_params) +

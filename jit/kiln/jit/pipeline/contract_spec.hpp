@@ -15,15 +15,22 @@ inline constexpr int contract_extras = 6;
 
 struct contract_spec {
   dtype acc;      // accumulator dtype (the operands' values arrive in it)
-  dtype result;   // the output's dtype
+  dtype result;   // the product's dtype
   int batch_rank; // the IR's leading batch dims
   kernels::contraction_tile tile;
+  // With an epilogue (the IR has more than two results): the input whose loads are the
+  // product (-1: none).
+  int product = -1;
+  bool epilogue(const kernel_ir& ir) const { return ir.results.size() > 2; }
 };
 
-// The IR of the kernel: the operands' values (results 0 and 1) over the inputs, and one
-// output, the product.
+// The IR of the kernel: the operands' values (results 0 and 1) over the inputs, then the
+// epilogue's outputs (results 2...), or else one output, the product.
 inline kernel_ir contract_ir(kernel_ir operands, const contract_spec& s) {
-  operands.outputs = {s.result};
+  if (!s.epilogue(operands))
+    operands.outputs = {s.result};
+  else // (lowered with the operands' values as outputs 0 and 1)
+    operands.outputs.erase(operands.outputs.begin(), operands.outputs.begin() + 2);
   return operands;
 }
 
