@@ -197,4 +197,36 @@ struct ops {
   static val imod(val a, val b) { return {b.v == 0 ? 0 : std::fmod(a.v, b.v), 0}; }
 };
 
+// x (shape [..., q]) times w ([q, n], exact values) as numpy's matmul. Each sum's bound: the
+// inputs' errors through |w|, and (q + 2) u_acc sum |x w| for the accumulation (u_acc: the
+// accumulator's unit roundoff, f32's for 16-bit floats), then the result's rounding (fin).
+// Integers wrap as the sum converted to the type does. A sum over a value that is not finite
+// or not bounded is not compared (the NaN and inf rules of products are tested elsewhere).
+inline dense matmul_ref(const ops& o, const dense& x, const dense& w, double u_acc) {
+  const std::int64_t q = w.shape[0], n = w.shape[1];
+  dims s(x.shape.begin(), x.shape.end() - 1);
+  const std::int64_t rows = count(s);
+  s.push_back(n);
+  dense r{s, std::vector<val>(static_cast<std::size_t>(rows * n))};
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0, mag = 0, e = 0;
+      bool wild = false;
+      for (std::int64_t k = 0; k < q; ++k) {
+        const val a = x.x[static_cast<std::size_t>(i * q + k)];
+        const double b = w.x[static_cast<std::size_t>(k * n + j)].v;
+        wild = wild || !std::isfinite(a.v) || o.ambiguous(a);
+        sum += a.v * b;
+        mag += std::abs(a.v * b);
+        e += std::abs(b) * a.e;
+      }
+      val& out = r.x[static_cast<std::size_t>(i * n + j)];
+      if (wild)
+        out = {sum, INFINITY};
+      else
+        out = o.t.integer ? o.fin(sum, 0) : o.fin(sum, e + double(q + 2) * u_acc * mag);
+    }
+  return r;
+}
+
 } // namespace fuzz

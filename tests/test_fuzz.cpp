@@ -10,14 +10,15 @@
 // each of the tree's four leaves, the scalars, NaN/inf/-0 in some float cases, and what is
 // evaluated: the tree into a new tensor, into a target view that may alias the inputs, one
 // of its two reductions (over all elements, one axis or two, keepdims or not; some inside
-// x - R(x, axes, true)), or `kiln::eval(A = tree, B = tree2)` with targets that alias the
-// inputs and each other, and tree2 reading another view of A's buffer (numpy semantics:
-// every output is computed from the values before the call; overlapping targets are
-// written in order). After each case every buffer is compared whole, so a stray write is
-// caught too. Sizes: most cases up to ~300 elements; every 5th (from the 2nd) 16k-240k
-// (many workgroups); every 40th on a device, 150th on the host (from the 5th) past 2^22
-// elements, a reduction or a new tensor (beyond the 64 * 65535 elements one workgroup's
-// loop covers on llvmpipe).
+// x - R(x, axes, true)), `tree1 - kiln::matmul(tree2, W) * c` (a product of a tree with a
+// drawn matrix, the tree read in its prologue and the rest its epilogue: on a device the
+// contraction kernel with both fused), or `kiln::eval(A = tree, B = tree2)` with targets that alias
+// the inputs and each other, and tree2 reading another view of A's buffer (numpy semantics: every
+// output is computed from the values before the call; overlapping targets are written in order).
+// After each case every buffer is compared whole, so a stray write is caught too. Sizes: most cases
+// up to ~300 elements; every 5th (from the 2nd) 16k-240k (many workgroups); every 40th on a device,
+// 150th on the host (from the 5th) past 2^22 elements, a reduction or a new tensor (beyond the 64 *
+// 65535 elements one workgroup's loop covers on llvmpipe).
 //
 // Time: KILN_FUZZ_SECONDS (default 40), half on the host, half on vulkan:0 (skipped with a
 // warning where there is none). A longer local run, e.g. ten minutes:
@@ -66,12 +67,15 @@ constexpr unsigned seed1 = 7919u * S + 17;
 template <int S>
 constexpr unsigned seed2 = 104729u * S + 3;
 
-enum class kind { fresh, assign, reduce_a, reduce_b, multi };
+enum class kind { fresh, assign, reduce_a, reduce_b, multi, product };
 const char* kind_name(kind k) {
-  static const char* n[] = {"new tensor", "assign to a target", "reduction A", "reduction B",
-                            "two-output eval"};
+  static const char* n[] = {"new tensor",  "assign to a target", "reduction A",
+                            "reduction B", "two-output eval",    "a product between two trees"};
   return n[static_cast<int>(k)];
 }
+
+// A drawn number 0-6 as a case kind: 4 and 5 are two-output evals, 6 a product.
+kind kind_of(int p) { return p == 6 ? kind::product : static_cast<kind>(std::min(p, 4)); }
 
 long env_long(const char* name, long dflt) {
   const char* v = std::getenv(name);
@@ -137,6 +141,9 @@ struct drawn {
   std::array<view_spec, 4> src;       // src[3]: a view of A's buffer, for B's leaves only
   std::array<int, 4> slot{}, slot2{}; // the trees' leaves: which source stands at each
   double c = 0, cpos = 1;
+  // kind::product: W, [q, n] (q: the operand tree's last dim, n: the output's), row-major.
+  dims wshape;
+  std::vector<double> w;
   view_spec ta, tb; // targets: assign uses ta, two-output eval both
   std::string reduction;
 };
@@ -184,8 +191,9 @@ struct runner {
     c.k = c.big ? (pick(0, 3) == 0 ? kind::fresh
                    : pick(0, 1)    ? kind::reduce_a
                                    : kind::reduce_b)
-                : static_cast<kind>(std::min(pick(0, 5), 4));
+                : kind_of(pick(0, 6));
     c.out = draw_out();
+    if (c.k == kind::product && c.out.empty()) c.k = kind::fresh; // no matrix in a rank-0 output
     c.specials = floating && pick(0, 3) == 0;
     std::vector<view_spec*> views;
     for (int k = 0; k < 3; ++k) {
@@ -378,6 +386,18 @@ std::string describe(const drawn& c, const kiln::device& dev) {
   case kind::reduce_b:
     o << "  auto r = " << c.reduction << ".eval();\n";
     break;
+  case kind::product:
+    if (c.wshape.empty()) {
+      o << "  kiln::tensor<" << tn << "> r = " << e1 << ";\n";
+      break;
+    }
+    o << "  auto W = kiln::from<" << tn << ">({";
+    for (std::size_t i = 0; i < c.w.size(); ++i)
+      o << (i ? ", " : "") << num(c.w[i]);
+    o << "}, kiln::shape" << str(c.wshape) << ", dev);\n  kiln::tensor<" << tn
+      << "> r = " << tree<seed1<S>, 1>(print_dom<fl>{}, leaf_names) << " - kiln::matmul("
+      << tree<seed2<S>, 2>(print_dom<fl>{}, leaf_names) << ", W) * c;\n";
+    break;
   case kind::multi:
     target("A", c.ta);
     target("B", c.tb);
@@ -505,6 +525,33 @@ void run_case(runner& r, std::string& problem, std::string& description) {
     case kind::reduce_b:
       run_reduce<red_b<S>, S>(r, kd, rd, L, R, t, d);
       break;
+    case kind::product: {
+      // tree1 - matmul(tree2, W) * c: tree2 read by the product's prologue, the rest its
+      // epilogue. A rank-0 or too large an operand: the first tree alone.
+      const dense x = tree<seed2<S>, 2>(rd, R);
+      const std::int64_t q = x.shape.empty() ? 0 : x.shape.back(), n = c.out.back();
+      c.wshape.clear();
+      if (x.shape.empty() || q * n > (1 << 16) || count(x.shape) * n > (1 << 24)) {
+        compare_tensor(kiln::tensor<T>(tree<seed1<S>, 3>(kd, L)), tree<seed1<S>, 3>(rd, R), t, d);
+        break;
+      }
+      c.wshape = {q, n};
+      c.w.assign(std::size_t(q * n), 0);
+      std::vector<T> wv;
+      dense wd{c.wshape, {}};
+      for (auto& v : c.w) {
+        v = fl ? r.pick(-8, 8) / 8.0 : r.pick(std::is_signed_v<T> ? -3 : 0, 3);
+        wv.push_back(static_cast<T>(v));
+        wd.x.push_back({v, 0});
+      }
+      const auto W = kiln::from(wv, kiln::shape{q, n}).to(r.dev);
+      const double u_acc = std::is_same_v<T, double> ? 0x1p-53 : 0x1p-24;
+      const dense want = rd.scale_sub(tree<seed1<S>, 1>(rd, R), matmul_ref(ops{t}, x, wd, u_acc));
+      const kiln::tensor<T> got =
+          kd.scale_sub(tree<seed1<S>, 1>(kd, L), kiln::matmul(tree<seed2<S>, 2>(kd, L), W));
+      compare_tensor(got, want, t, d);
+      break;
+    }
     case kind::multi: {
       kiln::tensor<T> A = c.ta.make(kb[c.ta.buffer]);
       kiln::tensor<T> B = c.tb.make(kb[c.tb.buffer]);
@@ -555,7 +602,7 @@ void fuzz_on(const kiln::device& dev) {
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  std::array<long, 5> per_kind{};
+  std::array<long, 6> per_kind{};
   long n = 0, large = 0, failures = 0, compared = 0, unbounded = 0;
   // Cases with more than 10% of values unbounded (a product over millions of elements
   // overflows in every output) are counted apart: one such large case outweighs a thousand.
@@ -589,8 +636,8 @@ void fuzz_on(const kiln::device& dev) {
   }
   std::cout << "fuzz on " << dev.str() << ": " << n << " cases in " << elapsed() << " s (" << large
             << " large; new tensor " << per_kind[0] << ", assign " << per_kind[1] << ", reductions "
-            << per_kind[2] + per_kind[3] << ", two-output " << per_kind[4] << "); " << compared
-            << " values compared, " << unbounded
+            << per_kind[2] + per_kind[3] << ", two-output " << per_kind[4] << ", products "
+            << per_kind[5] << "); " << compared << " values compared, " << unbounded
             << " with no bound (a comparison too close to call); " << degenerate
             << " cases with over 10% without bounds" << std::endl;
   CHECK(n > 0);

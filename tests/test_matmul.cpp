@@ -502,3 +502,34 @@ TEST_CASE("matmul: the consuming expression is the product's epilogue on the hos
     }
   check_close(read(ob).v, wantb, 1e-12, "tanh(xb w + b)");
 }
+
+TEST_CASE("matmul: a product of more than 2^31 elements on the host", "[host][big]") {
+  // 65,536 x 32,769 u8 outputs (2^31 + 2^16 bytes, past every 32-bit index), K = 2, values
+  // small enough that nothing wraps: the sum of all outputs is sum_k (sum_i a_ik)(sum_j b_kj),
+  // and the last row, whose elements sit past 2^31, is checked element by element.
+  const std::int64_t m = 65536, n = 32769, k = 2;
+  const auto av = test::integers<std::uint8_t>(std::size_t(m * k), 0, 7);
+  const auto bv = test::integers<std::uint8_t>(std::size_t(k * n), 0, 7);
+  const auto a = kiln::from(av, {m, k}), b = kiln::from(bv, {k, n});
+  kiln::tensor<std::uint8_t> c = kiln::matmul(a, b);
+  REQUIRE(c.size() > (std::int64_t{1} << 31));
+  std::int64_t want = 0;
+  for (std::int64_t q = 0; q < k; ++q) {
+    std::int64_t sa = 0, sb = 0;
+    for (std::int64_t i = 0; i < m; ++i)
+      sa += av[std::size_t(i * k + q)];
+    for (std::int64_t j = 0; j < n; ++j)
+      sb += bv[std::size_t(q * n + j)];
+    want += sa * sb;
+  }
+  CHECK(kiln::sum(kiln::cast<std::int64_t>(c)).item() == want);
+  const auto last = c.narrow(0, m - 1, 1).eval().to_vector();
+  std::size_t bad = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    std::int64_t s = 0;
+    for (std::int64_t q = 0; q < k; ++q)
+      s += std::int64_t(av[std::size_t((m - 1) * k + q)]) * bv[std::size_t(q * n + j)];
+    bad += last[std::size_t(j)] != s;
+  }
+  CHECK(bad == 0);
+}
