@@ -533,3 +533,28 @@ TEST_CASE("matmul: a product of more than 2^31 elements on the host", "[host][bi
   }
   CHECK(bad == 0);
 }
+
+TEST_CASE("matmul: an integer product larger than its accumulators' chunk, batched, against "
+          "double loops",
+          "[host]") {
+  // [2, 6000, 3] @ [3, 1500] in i32 accumulates 144 MB of i64: the host computes it by chunks
+  // of rows of one batch element (two per element here, the second partial), B read transposed.
+  const std::int64_t nb = 2, m = 6000, k = 3, n = 1500;
+  const auto av = test::integers<std::int32_t>(std::size_t(nb * m * k), -1000, 1000);
+  const auto bv = test::integers<std::int32_t>(std::size_t(n * k), -1000, 1000);
+  const auto a = kiln::from(av, {nb, m, k});
+  const auto bt = kiln::from(bv, {n, k}); // b = bt^T
+  const kiln::tensor<std::int32_t> c = kiln::matmul(a, bt.transpose());
+  REQUIRE(c.shape() == kiln::shape{nb, m, n});
+  const auto cv = c.to_vector();
+  std::size_t bad = 0;
+  for (std::int64_t e = 0; e < nb; ++e)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        std::int64_t s = 0;
+        for (std::int64_t q = 0; q < k; ++q)
+          s += std::int64_t(av[std::size_t((e * m + i) * k + q)]) * bv[std::size_t(j * k + q)];
+        bad += cv[std::size_t((e * m + i) * n + j)] != s;
+      }
+  CHECK(bad == 0);
+}

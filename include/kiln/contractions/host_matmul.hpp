@@ -125,6 +125,24 @@ packed_operand<E> make_packed(const E& e, const contraction& c, matrix_form f, b
   return o;
 }
 
+// A packer of another's operand from an offset batch element and panel dim: a chunk of a
+// product run as a product of its own.
+template <class Acc>
+struct offset_operand {
+  gemm_pack<Acc> pack;
+  const void* operand;
+  std::int64_t batch = 0, p0 = 0;
+};
+template <class Acc>
+void pack_offset(const void* operand, Acc* dst, std::int64_t bi, std::int64_t p0, std::int64_t np,
+                 std::int64_t q0, std::int64_t nq, int R) {
+  const auto& o = *static_cast<const offset_operand<Acc>*>(operand);
+  o.pack(o.operand, dst, o.batch + bi, o.p0 + p0, np, q0, nq, R);
+}
+
+// Bytes of accumulators a product of another result type computes before converting them.
+inline constexpr std::int64_t acc_chunk_bytes = std::int64_t{64} << 20;
+
 // The product of a and b into `out` (fresh, contiguous); with an epilogue (R must then be
 // the accumulator type), each finished strip of `out` is handed to it.
 template <class R, class A, class B>
@@ -149,11 +167,37 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
     g.epilogue = epilogue;
     g.epilogue_ctx = epilogue_ctx;
     run_gemm(g);
-  } else {
+  } else if (g.batch * g.m * g.n * std::int64_t(sizeof(Acc)) <= acc_chunk_bytes) {
     const tensor<Acc> acc(out.shape());
     g.c = acc.data();
     run_gemm(g);
     assign(out, kiln::cast<R>(acc));
+  } else {
+    // A large result of another type (u8 of 2^31 elements accumulates in 16 GiB of i64):
+    // computed by chunks of rows of one batch element, each converted into `out` (fresh,
+    // contiguous, the product's own order) before the next.
+    const std::int64_t rows = std::max<std::int64_t>(
+        1, acc_chunk_bytes / std::max<std::int64_t>(1, g.n * std::int64_t(sizeof(Acc))));
+    const tensor<Acc> acc(kiln::shape{std::min(rows, g.m) * g.n});
+    offset_operand<Acc> oa{g.pack_a, g.a}, ob{g.pack_b, g.b};
+    gemm_call<Acc> part = g;
+    part.batch = 1;
+    part.pack_a = &pack_offset<Acc>;
+    part.pack_b = &pack_offset<Acc>;
+    part.a = &oa;
+    part.b = &ob;
+    part.c = acc.data();
+    for (std::int64_t bi = 0; bi < g.batch; ++bi)
+      for (std::int64_t r0 = 0; r0 < g.m; r0 += rows) {
+        oa.batch = ob.batch = bi;
+        oa.p0 = r0;
+        part.m = std::min(rows, g.m - r0);
+        run_gemm(part);
+        const std::int64_t count = part.m * g.n;
+        assign(tensor<R>(out.storage(),
+                         layout::contiguous({count}, out.offset() + (bi * g.m + r0) * g.n)),
+               kiln::cast<R>(tensor<Acc>(acc.storage(), layout::contiguous({count}, 0))));
+      }
   }
 }
 
