@@ -10,6 +10,7 @@
 //  3. default tile against the one kiln::tune chooses for that product (a search of the
 //     matmul family, measured on the device).
 // Usage: bench_matmul_device [--quick]
+#include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
 
 #include <algorithm>
