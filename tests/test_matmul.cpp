@@ -557,4 +557,21 @@ TEST_CASE("matmul: an integer product larger than its accumulators' chunk, batch
         bad += cv[std::size_t((e * m + i) * n + j)] != s;
       }
   CHECK(bad == 0);
+  // Many small batch elements: chunks of whole elements (209 of 320 KB, then the rest).
+  const std::int64_t e2 = 300, m2 = 200, n2 = 200;
+  const auto xv = test::integers<std::int32_t>(std::size_t(e2 * m2 * k), -1000, 1000);
+  const auto yv = test::integers<std::int32_t>(std::size_t(k * n2), -1000, 1000);
+  const kiln::tensor<std::int32_t> z =
+      kiln::matmul(kiln::from(xv, {e2, m2, k}), kiln::from(yv, {k, n2}));
+  const auto zv = z.to_vector();
+  std::size_t bad2 = 0;
+  for (std::int64_t e = 0; e < e2; ++e)
+    for (std::int64_t i = 0; i < m2; ++i)
+      for (std::int64_t j = 0; j < n2; ++j) {
+        std::int64_t s = 0;
+        for (std::int64_t q = 0; q < k; ++q)
+          s += std::int64_t(xv[std::size_t((e * m2 + i) * k + q)]) * yv[std::size_t(q * n2 + j)];
+        bad2 += zv[std::size_t((e * m2 + i) * n2 + j)] != s;
+      }
+  CHECK(bad2 == 0);
 }

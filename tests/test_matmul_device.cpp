@@ -219,6 +219,18 @@ TEST_CASE("device matmul: the consuming expression is the kernel's epilogue, one
     check_epilogue(
         y, p, [&](double v, std::size_t i) { return gelu(v + bv[i % n]); }, 1.13,
         "gelu(x w + b)" + on);
+    // One statement type whose product sits at another leaf: its own kernel (a review found
+    // the first one's reused, reading b's slot as the product).
+    const auto b2v = test::uniform<float>(m * n, -1, 1);
+    const auto b2 = kiln::from(b2v, {m, n}).to(*dev);
+    for (int order = 0; order < 2; ++order) {
+      if (order == 0)
+        y = kiln::matmul(x, w) + b2;
+      else
+        y = b2 + kiln::matmul(x, w);
+      check_epilogue(y, p, [&](double v, std::size_t i) { return v + b2v[i]; }, 1,
+                     (order ? "b2 + x w" : "x w + b2") + on);
+    }
     // Two outputs from one kernel: the pre-activation and the activation.
     const auto z = kiln::matmul(x, w) + b;
     kiln::tensor<float> pre = kiln::zeros<float>({m, n}).to(*dev);

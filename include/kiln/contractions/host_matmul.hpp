@@ -174,33 +174,36 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
     assign(out, kiln::cast<R>(acc));
   } else {
     // A large result of another type (u8 of 2^31 elements accumulates in 16 GiB of i64):
-    // computed by chunks of rows of one batch element, each converted into `out` (fresh,
-    // contiguous, the product's own order) before the next.
-    const std::int64_t rows = std::max<std::int64_t>(
-        1, acc_chunk_bytes / std::max<std::int64_t>(1, g.n * std::int64_t(sizeof(Acc))));
-    const tensor<Acc> acc(kiln::shape{std::min(rows, g.m) * g.n});
+    // computed by chunks, each converted into `out` (fresh, contiguous, the product's own
+    // order) before the next: whole batch elements where one fits, else rows of one.
+    const std::int64_t per = g.m * g.n * std::int64_t(sizeof(Acc)); // one batch element
+    const bool whole = per <= acc_chunk_bytes;
+    const std::int64_t elements = whole ? acc_chunk_bytes / std::max<std::int64_t>(per, 1) : 1;
+    const std::int64_t rows =
+        whole ? g.m
+              : std::max<std::int64_t>(1, acc_chunk_bytes / (g.n * std::int64_t(sizeof(Acc))));
+    const tensor<Acc> acc(kiln::shape{std::min(elements, g.batch) * rows * g.n});
     offset_operand<Acc> oa{g.pack_a, g.a}, ob{g.pack_b, g.b};
     gemm_call<Acc> part = g;
-    part.batch = 1;
     part.pack_a = &pack_offset<Acc>;
     part.pack_b = &pack_offset<Acc>;
     part.a = &oa;
     part.b = &ob;
     part.c = acc.data();
-    for (std::int64_t bi = 0; bi < g.batch; ++bi)
+    for (std::int64_t bi = 0; bi < g.batch; bi += elements)
       for (std::int64_t r0 = 0; r0 < g.m; r0 += rows) {
         oa.batch = ob.batch = bi;
         oa.p0 = r0;
+        part.batch = std::min(elements, g.batch - bi);
         part.m = std::min(rows, g.m - r0);
         run_gemm(part);
-        const std::int64_t count = part.m * g.n;
+        const std::int64_t count = part.batch * part.m * g.n;
         assign(tensor<R>(out.storage(),
                          layout::contiguous({count}, out.offset() + (bi * g.m + r0) * g.n)),
                kiln::cast<R>(tensor<Acc>(acc.storage(), layout::contiguous({count}, 0))));
       }
   }
 }
-
 } // namespace detail
 
 } // namespace kiln

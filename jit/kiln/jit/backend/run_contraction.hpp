@@ -13,10 +13,12 @@
 
 namespace kiln::jit {
 
-// A contraction's kernels on one backend, per tile configuration.
+// A contraction's kernels on one backend, per tile configuration and, with an epilogue, the
+// input that is the product: one lowering serves statements of one type whose product sits
+// at another leaf (`matmul(x, w) + b` and `b + matmul(x, w)`).
 struct compiled_contraction : executor_state {
   std::mutex mutex;
-  std::map<std::tuple<int, int, int, int, int>, std::shared_ptr<kernel>> kernels;
+  std::map<std::tuple<int, int, int, int, int, int>, std::shared_ptr<kernel>> kernels;
   std::string id; // the tuning database's kernel id
   tune::choice_memo choices;
 };
@@ -40,8 +42,8 @@ inline bool jit_backend::contract(const device_contraction& c) {
   auto kernel_for = [this, &cc, &lp, base](const tune::config& cfg) {
     contract_spec spec = base;
     spec.tile = tune::tile_of(cfg);
-    const auto key =
-        std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm, spec.tile.rn);
+    const auto key = std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm,
+                                     spec.tile.rn, spec.product);
     {
       std::lock_guard lock(cc.mutex);
       if (auto it = cc.kernels.find(key); it != cc.kernels.end()) return it->second;
