@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   for (std::int64_t s : {256, 512}) {
     const auto x = kiln::random::normal<float>({s, s}, 3).to(dev);
     const auto w = kiln::random::normal<float>({s, s}, 4).to(dev);
-    const auto mask = kiln::cast<float>(kiln::random::uniform<float>({s, s}, 5) < 0.5f).eval().to(dev);
+    const auto mask =
+        kiln::cast<float>(kiln::random::uniform<float>({s, s}, 5) < 0.5f).eval().to(dev);
     kiln::tensor<float> y = kiln::zeros<float>({s, s}).to(dev), h = y;
     const auto t = race(dev,
                         {[&] { y = kiln::matmul(kiln::relu(x) * mask, w); },
@@ -110,7 +111,8 @@ int main(int argc, char** argv) {
     o.budget_seconds = quick ? 20 : 60;
     o.force = true;
     o.db = "/tmp/kiln-bench-matmul-device.db";
-    const kiln::tune_report rep = kiln::tune([&] { return kiln::tensor<float>(kiln::matmul(a, b)); }, o);
+    const kiln::tune_report rep =
+        kiln::tune([&] { return kiln::tensor<float>(kiln::matmul(a, b)); }, o);
     std::printf("| %ld | %.3f | %.3f | %s | %.2fx |\n", long(s), rep.result.default_ns * 1e-6,
                 rep.result.chosen_ns * 1e-6, rep.chosen.c_str(),
                 rep.result.default_ns / rep.result.chosen_ns);

@@ -228,8 +228,9 @@ TEST_CASE("device matmul: the consuming expression is the kernel's epilogue, one
         y = kiln::matmul(x, w) + b2;
       else
         y = b2 + kiln::matmul(x, w);
-      check_epilogue(y, p, [&](double v, std::size_t i) { return v + b2v[i]; }, 1,
-                     (order ? "b2 + x w" : "x w + b2") + on);
+      check_epilogue(
+          y, p, [&](double v, std::size_t i) { return v + b2v[i]; }, 1,
+          (order ? "b2 + x w" : "x w + b2") + on);
     }
     // Two outputs from one kernel: the pre-activation and the activation.
     const auto z = kiln::matmul(x, w) + b;

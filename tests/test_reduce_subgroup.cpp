@@ -144,8 +144,8 @@ std::vector<T> draws(std::size_t n) {
 // few: on a CPU stand-in, the two-pass shape only (the f64 and i32 shuffles; float runs
 // every stage).
 template <class T>
-void check_type(const kiln::device& dev, const tune::space& sp,
-                std::set<jit::reduce_stage>& stages, bool few = false) {
+void check_type(const kiln::device& dev, const tune::space& sp, std::set<jit::reduce_stage>& stages,
+                bool few = false) {
   std::map<std::string, std::string> ids; // kernel ids by reduction
   // Rows shorter than thread_below (an invocation each), rows of one chunk (a workgroup
   // each; 100 is shorter than most groups, so lanes start from the identity) and few long
