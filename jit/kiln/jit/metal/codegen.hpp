@@ -29,6 +29,8 @@
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/kernels/reduce_msl.hpp"
 
+#include <utility>
+
 namespace kiln::jit::metal {
 
 inline constexpr int max_buffers = 30;
@@ -95,6 +97,19 @@ inline std::string arguments(const kernel_ir& ir) {
   return s + "constant kiln_params& P [[buffer(" + std::to_string(nin + ir.outputs.size()) + ")]]";
 }
 
+// What a kernel's prologue functions (kiln_value, kiln_a, kiln_b) are called with and
+// declare: the input buffers ("kiln_b0, ..."), and those with P as parameters.
+inline std::pair<std::string, std::string> prologue_arguments(const kernel_ir& ir) {
+  std::string inputs, params;
+  for (std::size_t b = 0; b < ir.inputs.size(); ++b) {
+    const std::string B = std::to_string(b);
+    inputs += "kiln_b" + B + ", ";
+    params +=
+        std::string("const device ") + cfamily::storage_type(ir.inputs[b]) + "* kiln_b" + B + ", ";
+  }
+  return {inputs, params + "constant kiln_params& P, "};
+}
+
 } // namespace detail
 
 // The include, the type names the shared walk uses, GLSL's bit-cast names for the shared
@@ -156,18 +171,11 @@ inline std::string generate_reduction(const kernel_ir& ir, const param_layout& l
                                       const reduce_spec& spec) {
   detail::reject_f64(
       ir, {{spec.acc, "accumulator"}, {spec.result, "result"}, {spec.value, "reduced value"}});
-  std::string inputs, params;
-  for (std::size_t b = 0; b < ir.inputs.size(); ++b) {
-    const std::string B = std::to_string(b);
-    inputs += "kiln_b" + B + ", ";
-    params +=
-        std::string("const device ") + cfamily::storage_type(ir.inputs[b]) + "* kiln_b" + B + ", ";
-  }
+  const auto [inputs, params] = detail::prologue_arguments(ir);
   const bool subgroup = spec.subgroup && spec.stage != reduce_stage::thread;
   const kernels::grid_spelling g =
       kernels::metal::spelling(detail::arguments(ir), inputs, subgroup);
-  const std::string body =
-      codegen::reduction_body(msl_dialect, g, ir, spec, params + "constant kiln_params& P, ");
+  const std::string body = codegen::reduction_body(msl_dialect, g, ir, spec, params);
   return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
 }
 
@@ -176,16 +184,9 @@ inline std::string generate_reduction(const kernel_ir& ir, const param_layout& l
 inline std::string generate_contraction(const kernel_ir& ir, const param_layout& layout,
                                         const contract_spec& spec) {
   detail::reject_f64(ir, {{spec.acc, "accumulator"}, {spec.result, "result"}});
-  std::string inputs, params;
-  for (std::size_t b = 0; b < ir.inputs.size(); ++b) {
-    const std::string B = std::to_string(b);
-    inputs += "kiln_b" + B + ", ";
-    params +=
-        std::string("const device ") + cfamily::storage_type(ir.inputs[b]) + "* kiln_b" + B + ", ";
-  }
+  const auto [inputs, params] = detail::prologue_arguments(ir);
   const kernels::grid_spelling g = kernels::metal::spelling(detail::arguments(ir), inputs, false);
-  const std::string body =
-      codegen::contraction_body(msl_dialect, g, ir, spec, params + "constant kiln_params& P, ");
+  const std::string body = codegen::contraction_body(msl_dialect, g, ir, spec, params);
   return preamble(ir, layout, {spec.acc, spec.result}, body) + body;
 }
 
