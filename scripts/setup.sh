@@ -19,9 +19,10 @@ base=(g++ cmake ninja-build libboost-dev libxsimd-dev xtl-dev libvulkan-dev)
 # The tests also need Catch2 (v2) and xtensor (a reference in some tests); lavapipe (Mesa's
 # CPU Vulkan driver), the Vulkan loader, the Khronos validation layer and glslc are there
 # for the GPU tests, which run on the CPU where no GPU is; spirv-val checks every kernel.
-# Open MPI for kiln/mpi.hpp's tests and example (mpirun -np 2 over loopback).
+# Open MPI for kiln/mpi.hpp's tests and example (mpirun -np 2 over loopback); OpenBLAS, the
+# BLAS provider that test_matmul_blas runs against kiln's own kernel (opened by dlopen).
 tests=(catch2 xtensor-dev mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools
-  openmpi-bin libopenmpi-dev)
+  openmpi-bin libopenmpi-dev libopenblas0-pthread)
 bench=(libeigen3-dev xtensor-dev time libopenblas0-pthread)
 
 case "$mode" in

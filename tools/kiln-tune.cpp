@@ -136,6 +136,8 @@ int list(const args& a) {
   print_space(be.matmul_space());
   std::printf("\nhost: %s\n\n", kiln::jit::tune::host_identity().c_str());
   print_space(kiln::jit::tune::host_tuning_space());
+  std::printf("\n");
+  print_space(kiln::jit::tune::host_gemm_tuning_space());
   return 0;
 }
 
@@ -208,12 +210,12 @@ int run(const args& a) {
     return run_from(a);
   }
   std::vector<std::string> families = a.families;
-  if (families.empty()) families = {"elementwise", "reduction", "host"};
+  if (families.empty()) families = {"elementwise", "reduction", "host", "host_matmul"};
   bool on_device = false;
   for (const auto& f : families) {
-    if (f != "elementwise" && f != "reduction" && f != "host")
+    if (f != "elementwise" && f != "reduction" && f != "host" && f != "host_matmul")
       usage("unknown family " + f + " (kiln-tune list names them)");
-    on_device = on_device || f != "host";
+    on_device = on_device || (f != "host" && f != "host_matmul");
   }
   // The host family runs on the host whatever the device.
   const kiln::device d = on_device ? pick_device(a.device) : kiln::device("host");
@@ -230,6 +232,9 @@ int run(const args& a) {
     if (f == "elementwise" || f == "host")
       for (std::int64_t n : {1 << 14, 1 << 18, 1 << 22})
         jobs.push_back({f, 1, n});
+    else if (f == "host_matmul") // square f32 products, n x n by n x n
+      for (std::int64_t n : {96, 384, 1536})
+        jobs.push_back({f, n, n});
     else
       for (auto [r, c] :
            {std::pair<std::int64_t, std::int64_t>{4096, 16}, {256, 4096}, {1, 1 << 22}})
@@ -255,11 +260,14 @@ int run(const args& a) {
                              std::to_string(jb.cols) + " [" + std::to_string(j + 1) + "/" +
                              std::to_string(jobs.size()) + "]";
     o.progress = [&](const std::string& line) { progress(what, line); };
-    const kiln::device on = jb.family == "host" ? kiln::device("host") : d;
+    const bool host = jb.family == "host" || jb.family == "host_matmul";
+    const kiln::device on = host ? kiln::device("host") : d;
     kiln::tensor<float> x = kiln::random::normal<float>({jb.rows, jb.cols}, 1).to(on);
     kiln::tensor<float> y = kiln::random::normal<float>({jb.rows, jb.cols}, 2).to(on);
     kiln::tune_report rep =
-        jb.family != "reduction"
+        jb.family == "host_matmul"
+            ? kiln::tune([&] { return kiln::tensor<float>(kiln::matmul(x, y)); }, o)
+        : jb.family != "reduction"
             ? kiln::tune([&] { return kiln::tensor<float>(x * y + kiln::sin(x)); }, o)
             : kiln::tune([&] { return kiln::tensor<float>(kiln::sum(x * y, {1})); }, o);
     if (!rep.result.already_tuned) ++fresh;

@@ -3,6 +3,7 @@
 // (see kiln/linkage.hpp): compiled once, by <kiln/jit/src.hpp>, where KILN_COMPILED_CORE is
 // defined.
 #include "kiln/backend_impl.hpp"
+#include "kiln/contractions/blas_impl.hpp"
 #include "kiln/contractions/device_matmul_impl.hpp"
 #include "kiln/contractions/einsum_plan_impl.hpp"
 #include "kiln/contractions/form_impl.hpp"

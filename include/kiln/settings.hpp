@@ -97,6 +97,12 @@ inline constexpr variable variables[] = {
     {"KILN_SPIRV_VAL", kind::program, "`spirv-val` on `PATH`",
      "the `spirv-val` of `KILN_VALIDATE_SPIRV`; one that is not found or not executable is an "
      "error"},
+    {"KILN_BLAS_LIBRARY", kind::library,
+     "`libopenblas.so.0`, `libmkl_rt.so.2`, `libmkl_rt.so`, `libblis.so.4` (the first that "
+     "loads), else none",
+     "the CBLAS that host f32/f64 products may use as a provider (chosen per kernel and size: "
+     "README, \"Contractions\"); `none`: kiln's own kernel only; one that does not load or has "
+     "no `cblas_sgemm`/`cblas_dgemm` is an error at each product"},
     {"KILN_CUDA_HOME", kind::folder, "`$CUDA_HOME`, else `/usr/local/cuda`",
      "the CUDA toolkit (NVRTC, `cuda_fp16.h`, `ptxas`); one that is not a directory makes "
      "`cuda:N` unavailable with that reason"},

@@ -24,7 +24,26 @@ using gemm_pack = void (*)(const void* operand, T* dst, std::int64_t batch, std:
 struct gemm_blocking {
   std::int64_t mc = 0, nc = 0, kc = 0;
   int threads = 0;
+  int provider = -1; // 1: the BLAS provider computes it (blas.hpp), 0: kiln's kernel, -1: the
+                     // default rule
 };
+
+// A host product as the chooser sees it: what is tuned per kernel and size.
+struct gemm_site {
+  int dtype = 0;         // the accumulator's kiln::dtype
+  bool epilogue = false; // a consuming expression runs on its strips
+  bool prologue = false; // an operand is an expression (or a layout the provider cannot read)
+  bool provider = false; // a BLAS provider is loaded and can take it
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+
+// The tuning database's choice for a product (jit/kiln/jit/tune/host_gemm.hpp installs it):
+// the blocking, threads and provider it was tuned to; absent or untuned, the defaults.
+using gemm_chooser = gemm_blocking (*)(const gemm_site&);
+inline std::atomic<gemm_chooser>& host_gemm_chooser_slot() {
+  static std::atomic<gemm_chooser> f{nullptr};
+  return f;
+}
 
 // Called on each part of C as soon as it holds its final values, from the thread that
 // computed it (parts are disjoint; several run at once): rows [i0, i0 + rows) and cols
@@ -32,6 +51,23 @@ struct gemm_blocking {
 // is still in cache. The fused epilogue (epilogue.hpp) runs there.
 using gemm_epilogue = void (*)(const void* ctx, std::int64_t batch, std::int64_t i0,
                                std::int64_t rows, std::int64_t j0, std::int64_t cols);
+
+// A matrix as a row-major CBLAS call reads it in place: stored by rows (ld apart), or
+// transposed (stored by cols, ld apart). ld 0: it cannot be.
+struct blas_matrix {
+  int ld = 0;
+  bool trans = false;
+};
+
+// An operand the BLAS provider reads in place: its matrix at batch element `bi` starts at
+// base + sum_d index_d(bi) * st[d] over the batch dims. base null: it cannot (an expression,
+// another type, a broadcast or interleaved matrix): the provider reads its packed copy.
+template <class T>
+struct gemm_direct {
+  const T* base = nullptr;
+  const std::int64_t* st = nullptr;
+  blas_matrix view;
+};
 
 template <class T>
 struct gemm_call {
@@ -43,12 +79,14 @@ struct gemm_call {
   gemm_blocking blocking;
   gemm_epilogue epilogue = nullptr;
   const void* epilogue_ctx = nullptr;
+  gemm_direct<T> direct_a, direct_b; // for the BLAS provider (blas.hpp)
 };
 
 // Products run by the host kernel since the program started, and of them those that ran
 // with an epilogue (a fused pass): what the tests count to prove fusion.
 struct gemm_counts {
   std::atomic<std::uint64_t> products{0}, fused{0};
+  std::atomic<std::uint64_t> provided{0}; // of the products, those the BLAS provider computed
 };
 KILN_CORE_INLINE gemm_counts& host_gemm_counts();
 

@@ -4,11 +4,13 @@
 // while its panels are packed and never stored whole), handed with the contraction to the
 // kernel compiled once (gemm.hpp). A result whose type is not the accumulator's (f16, bf16,
 // i32...) is accumulated in a temporary and converted by one pass.
+#include "kiln/contractions/blas.hpp"
 #include "kiln/contractions/form.hpp"
 #include "kiln/contractions/gemm.hpp"
 #include "kiln/eval/assign.hpp"
 #include "kiln/eval/readers.hpp"
 
+#include <climits>
 #include <type_traits>
 
 namespace kiln {
@@ -140,6 +142,21 @@ void pack_offset(const void* operand, Acc* dst, std::int64_t bi, std::int64_t p0
   o.pack(o.operand, dst, o.batch + bi, o.p0 + p0, np, q0, nq, R);
 }
 
+// A tensor operand the provider reads in place, where its matrix is one a row-major CBLAS
+// call takes (blas_view); else nothing (the provider then reads its packed copy).
+template <class T, class E>
+gemm_direct<T> direct_operand(const packed_operand<E>& o, int nb, std::int64_t ps, std::int64_t qs,
+                              bool left) {
+  if constexpr (is_tensor_v<E> && std::is_same_v<value_t<E>, T>) {
+    const std::int64_t sq = o.rd.st[nb], sp = o.rd.st[nb + 1];
+    const blas_matrix v = left ? blas_view(ps, qs, sp, sq) : blas_view(qs, ps, sq, sp);
+    if (v.ld > 0) return {o.rd.base, o.rd.st, v};
+  } else {
+    (void)o, (void)nb, (void)ps, (void)qs, (void)left;
+  }
+  return {};
+}
+
 // Bytes of accumulators a product of another result type computes before converting them.
 inline constexpr std::int64_t acc_chunk_bytes = std::int64_t{64} << 20;
 
@@ -166,6 +183,29 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
     g.c = out.data(); // fresh and contiguous
     g.epilogue = epilogue;
     g.epilogue_ctx = epilogue_ctx;
+    gemm_site site{static_cast<int>(dtype_of<Acc>()),
+                   epilogue != nullptr,
+                   false,
+                   false,
+                   g.batch,
+                   g.m,
+                   g.n,
+                   g.k};
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (current_blas_use() != blas_use::never && std::max({g.m, g.n, g.k}) <= INT_MAX) {
+        site.provider = !host_blas().path.empty();
+        // The computed product's left operand is a unless the result is stored transposed.
+        const int nb = s.batch.size();
+        g.direct_a = c.out_t ? direct_operand<Acc>(pb, nb, g.m, g.k, true)
+                             : direct_operand<Acc>(pa, nb, g.m, g.k, true);
+        g.direct_b = c.out_t ? direct_operand<Acc>(pa, nb, g.n, g.k, false)
+                             : direct_operand<Acc>(pb, nb, g.n, g.k, false);
+        site.prologue = !g.direct_a.base || !g.direct_b.base;
+      }
+    }
+    g.blocking = choose_gemm(site);
+    if constexpr (std::is_floating_point_v<Acc>)
+      if (g.blocking.provider == 1) return run_blas_gemm(host_blas(), g, s.batch);
     run_gemm(g);
   } else if (g.batch * g.m * g.n * std::int64_t(sizeof(Acc)) <= acc_chunk_bytes) {
     const tensor<Acc> acc(out.shape());

@@ -13,6 +13,7 @@
 #include "kiln/jit/jit.hpp"
 #include "kiln/jit/metal/framework.hpp"
 #include "kiln/jit/tune/host.hpp"
+#include "kiln/jit/tune/host_gemm.hpp"
 #include "kiln/jit/vulkan/backend.hpp"
 
 namespace kiln::jit {
@@ -20,6 +21,7 @@ namespace kiln::jit {
 // Host passes take tuned settings from the database (tune/host.hpp) in every program that
 // has the runtime, including those that never open a device.
 const bool host_chooser_installed = tune::install_host_chooser();
+const bool host_gemm_chooser_installed = tune::install_host_gemm_chooser();
 
 bool register_builtin_backends() {
   static const bool done = [] {

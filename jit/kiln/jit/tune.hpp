@@ -12,6 +12,7 @@
 // at that size (and the nearest tuned size around it). Nothing is tuned unless asked.
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/tune/host.hpp"
+#include "kiln/jit/tune/host_gemm.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
 #include "kiln/jit/tune/search.hpp"
 
@@ -135,6 +136,10 @@ tune_report tune(F&& f, const tune_options& o = {}) {
   if (site.sp->family() == "reduction") // compared after a run: `last` holds its result
     t.agree = [&](const std::vector<double>& a, const std::vector<double>& b) {
       return jit::tune::detail::agree_reduced(detail::result_dtype(*last), a, b);
+    };
+  else if (site.sp->family() == "host_matmul") // blocking and provider add in other orders
+    t.agree = [&](const std::vector<double>& a, const std::vector<double>& b) {
+      return jit::tune::detail::agree_product(detail::result_dtype(*last), a, b);
     };
   const std::string path = o.db.empty() ? jit::tune::database_path() : o.db;
   if (path.empty())

@@ -67,22 +67,26 @@ inline const space& host_tuning_space() {
   return sp;
 }
 
+// Whether a host pass or product looks its choice up: a tuner listens, launches are
+// recorded, or the database holds a choice for this host.
+inline bool host_lookup_wanted() {
+  if (current_hook() || recording()) return true;
+  // The database read where it was not yet: a host-only program has no device launch to.
+  (void)selector::instance().generation_after_open();
+  if (host_tuned().load(std::memory_order_relaxed)) return true;
+  // Nothing to ask for this host: passes stop calling until something changes. A tuner
+  // starting meanwhile counts itself before it sets the flag, so it is never lost.
+  auto& wanted = kiln::detail::host_chooser_wanted();
+  wanted.store(false);
+  if (kiln::detail::active_tuners().load() > 0 || host_tuned().load() || recording())
+    wanted.store(true);
+  return false;
+}
+
 inline kiln::detail::host_launch host_choice(const kiln::detail::host_kernel_ref& k,
                                              std::int64_t elements) {
+  if (!host_lookup_wanted()) return {};
   const bool rec = recording();
-  if (!current_hook() && !rec) {
-    // The database read where it was not yet: a host-only program has no device launch to.
-    (void)selector::instance().generation_after_open();
-    if (!host_tuned().load(std::memory_order_relaxed)) {
-      // Nothing to ask for this host: passes stop calling until something changes. A tuner
-      // starting meanwhile counts itself before it sets the flag, so it is never lost.
-      auto& wanted = kiln::detail::host_chooser_wanted();
-      wanted.store(false);
-      if (kiln::detail::active_tuners().load() > 0 || host_tuned().load() || recording())
-        wanted.store(true);
-      return {};
-    }
-  }
   auto& st = detail::host_state(k);
   const space& sp = host_tuning_space();
   const size_bucket bucket{log2_floor(std::max<std::int64_t>(elements, 1))};

@@ -106,6 +106,27 @@ inline bool agree_reduced(dtype d, const std::vector<double>& a, const std::vect
   return true;
 }
 
+// Whether a product's results under two configurations agree: they add each output's
+// terms in other orders (the contracted dim's blocking, a provider's kernel), and an output
+// near zero from cancelling terms keeps the rounding of its terms, so the bound is relative
+// to the largest output (a norm-wise bound), by the result type's reduction tolerance.
+inline bool agree_product(dtype d, const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  double scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::isfinite(a[i])) scale = std::max(scale, std::abs(a[i]));
+  const double tol = reduction_tolerance(d) * scale;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return false;
+      continue;
+    }
+    if (a[i] == b[i]) continue;
+    if (!(std::abs(a[i] - b[i]) <= tol)) return false;
+  }
+  return true;
+}
+
 } // namespace detail
 
 inline search_result search(const target& t, database& db, const search_options& o) {

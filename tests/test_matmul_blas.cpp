@@ -1,0 +1,300 @@
+// The BLAS provider of host products (contractions/blas.hpp): products computed by the
+// provider and by kiln's own kernel agree with a double reference over random shapes,
+// layouts, dtypes and fusions (a test runs both, per draw); the default rule; the provider
+// setting and a library that does not load; the host_matmul tuning family choosing between
+// them, in process and from the database in a fresh one. Where no CBLAS loads on the machine
+// (the test packages install OpenBLAS), the provider's half says so and checks the rest.
+#include "matmul_support.hpp"
+
+#include "kiln/jit/tune.hpp"
+
+#include <filesystem>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace tune = kiln::jit::tune;
+using matmul_test::operand;
+
+namespace {
+
+struct use_scope {
+  explicit use_scope(kiln::blas_use u) : prev(kiln::set_blas_use(u)) {}
+  ~use_scope() { kiln::set_blas_use(prev); }
+  kiln::blas_use prev;
+};
+
+std::uint64_t provided() { return kiln::detail::host_gemm_counts().provided.load(); }
+std::uint64_t fused() { return kiln::detail::host_gemm_counts().fused.load(); }
+
+bool have_provider() {
+  static const bool b = [] {
+    const bool loaded = !kiln::blas_library().empty();
+    if (!loaded) WARN("no CBLAS loads on this machine: the provider's half is not run");
+    return loaded;
+  }();
+  return b;
+}
+
+// y = p * 0.5 + c[j] against the reference product p, within half p's bound plus the
+// epilogue's own roundings.
+template <class T>
+void check_epilogue(const kiln::tensor<T>& got, const matmul_test::product& p,
+                    const std::vector<double>& c, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.shape() == p.shape);
+  const auto g = matmul_test::read(got).v;
+  constexpr double u = matmul_test::eps<T>();
+  const std::size_t n = c.size();
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size() && bad < 4; ++i) {
+    const double want = 0.5 * p.v[i] + c[i % n];
+    const double tol =
+        (p.k + 2) * u * 0.5 * p.scale[i] + 2 * u * (std::fabs(want) + std::fabs(c[i % n]));
+    if (!(std::fabs(g[i] - want) <= tol)) {
+      ++bad;
+      UNSCOPED_INFO("element " << i << ": " << g[i] << " vs " << want << " (tol " << tol << ")");
+    }
+  }
+  CHECK(bad == 0);
+}
+
+template <class T>
+std::string strides(const kiln::tensor<T>& t) {
+  std::string s;
+  for (auto x : t.layout().strides)
+    s += (s.empty() ? "" : ",") + std::to_string(x);
+  return "(" + s + ")";
+}
+
+template <class T>
+void one_draw(int draw) {
+  const std::int64_t m = matmul_test::extent(), n = matmul_test::extent(),
+                     k = matmul_test::extent();
+  kiln::shape ba, bb;
+  if (test::draw(0, 2) == 0) { // batches that broadcast
+    const std::int64_t b = test::draw(1, 3);
+    ba = test::draw(0, 1) ? kiln::shape{b} : kiln::shape{1};
+    bb = test::draw(0, 1) ? kiln::shape{b} : kiln::shape{};
+  }
+  kiln::shape sa = ba, sb = bb;
+  sa.push_back(m), sa.push_back(k), sb.push_back(k), sb.push_back(n);
+  const kiln::device host{};
+  const kiln::tensor<T> a = operand<T>(sa, host), b = operand<T>(sb, host);
+  const int kind = test::draw(0, 2); // 0 plain, 1 epilogue, 2 prologue
+  matmul_test::values av = matmul_test::read(a);
+  if (kind == 2)
+    for (double& x : av.v)
+      x = double(T(2) * T(x) - T(1));
+  const matmul_test::product p = matmul_test::reference(av, matmul_test::read(b));
+  std::vector<double> cv;
+  const kiln::tensor<T> c =
+      kiln::from(test::uniform<T>(std::size_t(std::max<std::int64_t>(n, 1)), -1, 1),
+                 {std::max<std::int64_t>(n, 1)});
+  for (T x : c.to_vector())
+    cv.push_back(double(x));
+  const std::string what = std::string(kiln::name(kiln::dtype_of<T>())) + " draw " +
+                           std::to_string(draw) + ": " + sa.str() + " @ " + sb.str() + ", " +
+                           (kind == 0   ? "plain"
+                            : kind == 1 ? "p * 0.5 + c"
+                                        : "(2a - 1) @ b") +
+                           ", strides " + strides(a) + " / " + strides(b);
+  for (const kiln::blas_use u : {kiln::blas_use::never, kiln::blas_use::always}) {
+    if (u == kiln::blas_use::always && !have_provider()) continue;
+    const use_scope s(u);
+    const std::uint64_t before = provided();
+    const std::string how = what + (u == kiln::blas_use::always ? ", provider" : ", kiln's kernel");
+    if (kind == 1 && n > 0) {
+      const kiln::tensor<T> y = kiln::matmul(a, b) * T(0.5) + c;
+      check_epilogue(y, p, cv, how);
+    } else {
+      const kiln::tensor<T> y =
+          kind == 2 ? kiln::tensor<T>(kiln::matmul(a * T(2) - T(1), b)) : kiln::matmul(a, b);
+      matmul_test::check(y, p, how);
+    }
+    INFO(how);
+    CHECK(provided() - before == (u == kiln::blas_use::always ? 1u : 0u));
+  }
+}
+
+// The child: exits 10 when no provider is loaded and a product is right, 11 when a product
+// is a kiln::error naming KILN_BLAS_LIBRARY, 12 when the fused product below ran on the
+// provider (the database's choice), 13 when it ran in kiln's kernel; 30 otherwise.
+const std::int64_t tuned_n = 96;
+
+kiln::tensor<float> fused_product(const kiln::tensor<float>& x, const kiln::tensor<float>& w,
+                                  const kiln::tensor<float>& bias) {
+  return kiln::tensor<float>(kiln::gelu(kiln::matmul(x, w) + bias));
+}
+
+int child(const std::vector<std::string>& env) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& e : env) {
+      if (e[0] == '-') {
+        ::unsetenv(e.c_str() + 1);
+        continue;
+      }
+      const auto eq = e.find('=');
+      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
+    ::execl("/proc/self/exe", "test_matmul_blas", "[.blas_child]", nullptr);
+    ::_exit(99);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+} // namespace
+
+TEST_CASE("blas child", "[.blas_child]") {
+  const auto x = kiln::random::normal<float>({tuned_n, tuned_n}, 1);
+  const auto w = kiln::random::normal<float>({tuned_n, tuned_n}, 2);
+  const auto bias = kiln::random::normal<float>({tuned_n}, 3);
+  try {
+    const std::uint64_t before = provided();
+    const kiln::tensor<float> y = fused_product(x, w, bias);
+    const auto xs = x.to_vector(), ws = w.to_vector(), bs = bias.to_vector(), ys = y.to_vector();
+    for (std::int64_t i = 0; i < tuned_n; i += 7)
+      for (std::int64_t j = 0; j < tuned_n; j += 5) {
+        double s = bs[j];
+        for (std::int64_t q = 0; q < tuned_n; ++q)
+          s += double(xs[i * tuned_n + q]) * ws[q * tuned_n + j];
+        const double g = 0.5 * s * std::erfc(-s / std::sqrt(2.0));
+        if (std::fabs(ys[i * tuned_n + j] - g) > 1e-4 * (1 + std::fabs(g))) std::_Exit(30);
+      }
+    if (kiln::blas_library().empty()) std::_Exit(10);
+    std::_Exit(provided() - before == 1 ? 12 : 13);
+  } catch (const kiln::error& e) {
+    std::_Exit(std::string(e.what()).find("KILN_BLAS_LIBRARY=/no/such/libblas.so") !=
+                       std::string::npos
+                   ? 11
+                   : 30);
+  }
+}
+
+TEST_CASE("blas provider: products by the provider and by kiln's kernel match double "
+          "references over random shapes, layouts, batches, fusions and dtypes",
+          "[matmul][blas]") {
+  for (int d = 0; d < 24; ++d)
+    one_draw<float>(d);
+  for (int d = 0; d < 12; ++d)
+    one_draw<double>(d);
+}
+
+TEST_CASE("blas provider: the default rule takes large plain products and leaves fused, "
+          "expression and small ones to kiln's kernel",
+          "[matmul][blas]") {
+  if (!have_provider()) return;
+  const use_scope s(kiln::blas_use::automatic);
+  const auto x = kiln::random::normal<float>({160, 130}, 4);
+  const auto w = kiln::random::normal<float>({130, 150}, 5);
+  const auto bias = kiln::random::normal<float>({150}, 6);
+  std::uint64_t p0 = provided(), f0 = fused();
+  kiln::tensor<float> y = kiln::matmul(x, w); // 3.1M multiply-adds
+  CHECK(provided() - p0 == 1);
+  p0 = provided();
+  y = kiln::gelu(kiln::matmul(x, w) + bias); // an epilogue: fused in kiln's kernel
+  CHECK(provided() - p0 == 0);
+  CHECK(fused() - f0 == 1);
+  p0 = provided();
+  y = kiln::matmul(kiln::relu(x), w); // a prologue
+  CHECK(provided() - p0 == 0);
+  const auto xs = kiln::random::normal<float>({16, 16}, 7);
+  p0 = provided();
+  kiln::tensor<float> z = kiln::matmul(xs, xs); // small: no call overhead
+  CHECK(provided() - p0 == 0);
+  // Transposed and strided operands are read in place by the provider.
+  p0 = provided();
+  y = kiln::matmul(w.transpose(), x.transpose());
+  CHECK(provided() - p0 == 1);
+  // Integer products are kiln's.
+  const auto xi = kiln::from(test::integers<std::int32_t>(160 * 130, -9, 9), {160, 130});
+  const auto wi = kiln::from(test::integers<std::int32_t>(130 * 150, -9, 9), {130, 150});
+  p0 = provided();
+  kiln::tensor<std::int32_t> yi = kiln::matmul(xi, wi);
+  CHECK(provided() - p0 == 0);
+}
+
+TEST_CASE("blas provider: KILN_BLAS_LIBRARY=none runs without one, a library that does not "
+          "load or is not a CBLAS is a kiln::error naming it",
+          "[matmul][blas]") {
+  CHECK(child({"KILN_BLAS_LIBRARY=none"}) == 10);
+  CHECK(child({"KILN_BLAS_LIBRARY=/no/such/libblas.so"}) == 11);
+  try {
+    (void)kiln::detail::open_blas("/no/such/libblas.so");
+    FAIL("no error");
+  } catch (const kiln::error& e) {
+    CHECK(std::string(e.what()).find("does not load") != std::string::npos);
+    CHECK(std::string(e.what()).find("/no/such/libblas.so") != std::string::npos);
+  }
+  try {
+    (void)kiln::detail::open_blas("libm.so.6");
+    FAIL("no error");
+  } catch (const kiln::error& e) {
+    CHECK(std::string(e.what()).find("not a CBLAS") != std::string::npos);
+    CHECK(std::string(e.what()).find("cblas_sgemm") != std::string::npos);
+  }
+}
+
+TEST_CASE("host_matmul tuning: kiln::tune measures the provider against kiln's fused kernel, "
+          "and a fresh process takes the database's choice",
+          "[matmul][blas][tune]") {
+  const auto x = kiln::random::normal<float>({tuned_n, tuned_n}, 1);
+  const auto w = kiln::random::normal<float>({tuned_n, tuned_n}, 2);
+  const auto bias = kiln::random::normal<float>({tuned_n}, 3);
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/kiln-blas-tune-" +
+                          std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string db = dir + "/tuning.kdb";
+  std::filesystem::remove(db);
+  kiln::tune_options o;
+  o.db = db;
+  o.budget_seconds = 3;
+  const kiln::tune_report r = kiln::tune([&] { return fused_product(x, w, bias); }, o);
+  CHECK(r.family == "host_matmul");
+  CHECK(r.result.measured >= 2);
+  INFO("default " << r.fallback << ", chosen " << r.chosen);
+  // The provider was among the measured configurations where one loads.
+  if (have_provider()) {
+    tune::database d(db);
+    bool saw_provider = false;
+    for (const auto& rec : d.records())
+      saw_provider = saw_provider || (rec.kind != 'c' && rec.family == "host_matmul" &&
+                                      rec.config.rfind("provider=1", 0) == 0 && rec.status == "ok");
+    CHECK(saw_provider);
+  }
+  // A choice of the provider for this fused kernel, written as kiln-tune would; a fresh
+  // process takes it (12), and runs kiln's kernel where the choice is kiln's (13).
+  tune::launch_hook probe;
+  {
+    kiln::detail::hook_scope s(probe);
+    (void)fused_product(x, w, bias);
+  }
+  const tune::launch_site* site = nullptr;
+  for (const auto& ls : probe.seen)
+    if (ls.sp->family() == "host_matmul") site = &ls;
+  REQUIRE(site);
+  for (const int choice : {1, 0}) {
+    std::filesystem::remove(db);
+    {
+      tune::database d(db);
+      tune::config c = site->sp->defaults();
+      c[tune::hm::provider] = choice;
+      tune::record rec;
+      rec.kind = 'c';
+      rec.device = site->device;
+      rec.family = "host_matmul";
+      rec.kernel = site->kernel;
+      rec.size = tune::format_bucket(site->bucket);
+      rec.config = site->sp->format(c);
+      rec.median_ns = 1000;
+      rec.runs = 5;
+      d.append(rec);
+    }
+    if (have_provider())
+      CHECK(child({"KILN_TUNE_DB=" + db, "-KILN_TUNE", "-KILN_BLAS_LIBRARY"}) ==
+            (choice ? 12 : 13));
+  }
+  std::filesystem::remove_all(dir);
+}
