@@ -7,7 +7,6 @@
 // against "provider GEMM, then the epilogue as one pass" per shape and records the faster,
 // as XLA's GEMM autotuner does between cuBLAS and its own fusions.
 #include "kiln/contractions/blas.hpp"
-#include "kiln/contractions/host_matmul.hpp"
 #include "kiln/jit/tune/host.hpp"
 
 namespace kiln::jit::tune {
