@@ -141,8 +141,8 @@ std::vector<T> draws(std::size_t n) {
   return v;
 }
 
-// few: on a CPU stand-in, the two-pass shape only (the f64 and i32 shuffles; float runs
-// every stage).
+// few (the f64 and i32 shuffles; float runs every stage and group): on a CPU stand-in the
+// two-pass shape only, on vulkan:0 one group per shape.
 template <class T>
 void check_type(const kiln::device& dev, const tune::space& sp, std::set<jit::reduce_stage>& stages,
                 bool few = false) {
@@ -152,7 +152,8 @@ void check_type(const kiln::device& dev, const tune::space& sp, std::set<jit::re
   // rows (partials, then the merge): plan_reduction says which. On the CPU stand-in for
   // CUDA (a host thread per device thread, 0.2 ms a barrier), fewer rows of each kind.
   // There every distinct kernel is a host compile (~1-2 s), so one shape per stage runs, each
-  // under one group (the smallest and the largest in turn); vulkan:0 runs all four on four.
+  // under one group (the smallest and the largest in turn); vulkan:0 runs all four, f32 under
+  // all four groups and the other types under one each (all four over the shapes).
   using shape_t = std::pair<std::int64_t, std::int64_t>;
   const bool stand_in = test::stand_in(dev);
   const std::vector<shape_t> shapes =
@@ -162,9 +163,12 @@ void check_type(const kiln::device& dev, const tune::space& sp, std::set<jit::re
   const std::vector<std::int64_t> all_groups = {32, 64, 128, 256};
   for (std::size_t si = 0; si < shapes.size(); ++si) {
     const auto& shape = shapes[si];
-    // On a stand-in one group per shape, the smallest and the largest in turn.
+    // On a stand-in one group per shape, the smallest and the largest in turn; on vulkan:0
+    // every group for f32, and one per shape, each in turn, for the other types.
     const std::vector<std::int64_t> groups =
-        stand_in ? std::vector<std::int64_t>{si % 2 == 0 && !few ? 32 : 256} : all_groups;
+        stand_in ? std::vector<std::int64_t>{si % 2 == 0 && !few ? 32 : 256}
+        : few    ? std::vector<std::int64_t>{all_groups[si % all_groups.size()]}
+                 : all_groups;
     const std::int64_t rows = shape.first, cols = shape.second; // (lambdas capture them)
     const std::vector<T> xv = draws<T>(std::size_t(rows * cols));
     const std::vector<double> xh(xv.begin(), xv.end());

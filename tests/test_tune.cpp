@@ -387,7 +387,7 @@ TEST_CASE("tuning on vulkan:0: an expression's kernel tuned, the choice used by 
   CHECK(!tune::last_choice("elementwise").tuned);
   kiln::tune_options o;
   o.db = p;
-  o.budget_seconds = 30;
+  o.budget_seconds = 12; // enough to measure several (the choice is not what is checked)
   o.timing.min_runs = 3;
   o.timing.max_seconds = 0.05;
   o.final_rounds = 5;
@@ -507,7 +507,7 @@ TEST_CASE("tuning on the host: every host configuration computes the same values
     }
     kiln::tune_options o;
     o.db = p;
-    o.budget_seconds = 10;
+    o.budget_seconds = 5;
     o.timing.min_runs = 3;
     o.timing.max_seconds = 0.05;
     o.final_rounds = 5;

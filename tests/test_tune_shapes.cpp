@@ -336,7 +336,7 @@ TEST_CASE("tuning a custom op's tunables on vulkan:0: each value its own code an
   sel.use(db);
   kiln::tune_options o;
   o.db = db;
-  o.budget_seconds = 20;
+  o.budget_seconds = 8;
   o.timing.min_runs = 3;
   o.timing.max_seconds = 0.02;
   // (The tuner takes the launch with the most work, the first of equals: no fill before it.)
