@@ -1,5 +1,6 @@
-// The BLAS provider of host products (contractions/blas.hpp): products computed by the
-// provider and by kiln's own kernel agree with a double reference over random shapes,
+// The BLAS provider of host products (contractions/blas.hpp) and kiln's small-product kernel
+// (gemm_small.hpp, operands read in place): products computed by the provider and by kiln's
+// own kernel agree with a double reference over random shapes,
 // layouts, dtypes and fusions (a test runs both, per draw); the default rule; the provider
 // setting and a library that does not load; the host_matmul tuning family choosing between
 // them, in process and from the database in a fresh one. Where no CBLAS loads on the machine
@@ -182,8 +183,8 @@ TEST_CASE("blas provider: products by the provider and by kiln's kernel match do
     one_draw<double>(d);
 }
 
-TEST_CASE("blas provider: the default rule takes large plain products and leaves fused, "
-          "expression and small ones to kiln's kernel",
+TEST_CASE("blas provider: the default rule takes plain products and leaves fused ones and "
+          "batches kiln splits over its threads to kiln's kernel",
           "[matmul][blas]") {
   if (!have_provider()) return;
   const use_scope s(kiln::blas_use::automatic);
@@ -191,7 +192,7 @@ TEST_CASE("blas provider: the default rule takes large plain products and leaves
   const auto w = kiln::random::normal<float>({130, 150}, 5);
   const auto bias = kiln::random::normal<float>({150}, 6);
   std::uint64_t p0 = provided(), f0 = fused();
-  kiln::tensor<float> y = kiln::matmul(x, w); // 3.1M multiply-adds
+  kiln::tensor<float> y = kiln::matmul(x, w);
   CHECK(provided() - p0 == 1);
   p0 = provided();
   y = kiln::gelu(kiln::matmul(x, w) + bias); // an epilogue: fused in kiln's kernel
@@ -202,12 +203,17 @@ TEST_CASE("blas provider: the default rule takes large plain products and leaves
   CHECK(provided() - p0 == 0);
   const auto xs = kiln::random::normal<float>({16, 16}, 7);
   p0 = provided();
-  kiln::tensor<float> z = kiln::matmul(xs, xs); // small: no call overhead
-  CHECK(provided() - p0 == 0);
-  // Transposed and strided operands are read in place by the provider.
+  kiln::tensor<float> z = kiln::matmul(xs, xs); // small, plain
+  CHECK(provided() - p0 == 1);
+  // Transposed operands are read in place by the provider.
   p0 = provided();
   y = kiln::matmul(w.transpose(), x.transpose());
   CHECK(provided() - p0 == 1);
+  // A batch of small products, which kiln splits over its threads where it has two.
+  const auto xb = kiln::random::normal<float>({64, 64, 64}, 8);
+  p0 = provided();
+  kiln::tensor<float> yb = kiln::matmul(xb, xb);
+  CHECK(provided() - p0 == (kiln::thread_pool::instance().threads() > 1 ? 0u : 1u));
   // Integer products are kiln's.
   const auto xi = kiln::from(test::integers<std::int32_t>(160 * 130, -9, 9), {160, 130});
   const auto wi = kiln::from(test::integers<std::int32_t>(130 * 150, -9, 9), {130, 150});

@@ -70,10 +70,8 @@ KILN_CORE_INLINE gemm_blocking choose_gemm(const gemm_site& s);
 // The product g by the provider, batch element by batch element (operands read in place
 // where direct_a / direct_b say so, else packed whole first), each element's epilogue then
 // run on it as one pass.
-KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<float>& g,
-                                    const kiln::shape& batch);
-KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<double>& g,
-                                    const kiln::shape& batch);
+KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<float>& g);
+KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<double>& g);
 
 } // namespace detail
 } // namespace kiln

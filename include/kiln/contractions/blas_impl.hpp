@@ -105,12 +105,20 @@ KILN_CORE_INLINE blas_matrix blas_view(std::int64_t rows, std::int64_t cols, std
   return {};
 }
 
-// Measured on an AMD EPYC against OpenBLAS 0.3.21 (bench/RESULTS.md, "Issue 33, continued:
-// the BLAS provider"): see the README's "Products and contractions".
+// Measured on an AMD EPYC (AVX-512, 2 cores) against OpenBLAS 0.3.21 (bench/RESULTS.md,
+// "Issue 33, continued: the BLAS provider"): a plain product ran as fast or faster on the
+// provider at nearly every size (1.1-1.3x from 24^3 to 96^3, 1.0-1.07x from 256^3 on), but
+// for batches of small products, which kiln's kernel splits over its threads (64 x 64^3 on
+// 2 threads: 239 us against 301 us); with an epilogue or a prologue to fuse, kiln's kernel
+// was as fast or faster from 128^3 on (the provider's extra pass lost 0.74-0.96x there), and
+// within its noise below.
 KILN_CORE_INLINE bool blas_by_default(const gemm_site& s) {
   if (!s.provider || s.epilogue || s.prologue) return false;
   const std::int64_t madds = s.m * s.n * s.k;
-  return madds >= (std::int64_t(1) << 21);
+  const bool batch_split = s.batch > 1 && thread_pool::instance().threads() > 1 &&
+                           s.batch * madds >= (std::int64_t(1) << 22) &&
+                           madds < (std::int64_t(1) << 22);
+  return !batch_split;
 }
 
 KILN_CORE_INLINE gemm_blocking choose_gemm(const gemm_site& s) {
@@ -135,7 +143,7 @@ KILN_CORE_INLINE gemm_blocking choose_gemm(const gemm_site& s) {
 namespace blas_detail {
 
 template <class T>
-void run(const blas_functions& lib, const gemm_call<T>& g, const kiln::shape& batch) {
+void run(const blas_functions& lib, const gemm_call<T>& g) {
   auto& counts = host_gemm_counts();
   counts.products.fetch_add(1, std::memory_order_relaxed);
   counts.provided.fetch_add(1, std::memory_order_relaxed);
@@ -158,14 +166,13 @@ void run(const blas_functions& lib, const gemm_call<T>& g, const kiln::shape& ba
       g.direct_a.base ? g.direct_a.view : blas_matrix{int(std::max<std::int64_t>(g.m, 1)), true};
   const blas_matrix vb =
       g.direct_b.base ? g.direct_b.view : blas_matrix{int(std::max<std::int64_t>(g.n, 1)), false};
-  const int nb = batch.size();
   for (std::int64_t bi = 0; bi < g.batch; ++bi) {
     const T *a = g.direct_a.base, *b = g.direct_b.base;
     if (a || b)
-      for (std::int64_t d = nb - 1, r = bi; d >= 0; --d) {
-        if (a) a += (r % batch[d]) * g.direct_a.st[d];
-        if (b) b += (r % batch[d]) * g.direct_b.st[d];
-        r /= batch[d];
+      for (std::int64_t d = g.batch_rank - 1, r = bi; d >= 0; --d) {
+        if (a) a += (r % g.batch_shape[d]) * g.direct_a.st[d];
+        if (b) b += (r % g.batch_shape[d]) * g.direct_b.st[d];
+        r /= g.batch_shape[d];
       }
     if (!a && g.k > 0) {
       g.pack_a(g.a, pa.get(), bi, 0, g.m, 0, g.k, int(g.m));
@@ -186,13 +193,11 @@ void run(const blas_functions& lib, const gemm_call<T>& g, const kiln::shape& ba
 
 } // namespace blas_detail
 
-KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<float>& g,
-                                    const kiln::shape& batch) {
-  blas_detail::run(lib, g, batch);
+KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<float>& g) {
+  blas_detail::run(lib, g);
 }
-KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<double>& g,
-                                    const kiln::shape& batch) {
-  blas_detail::run(lib, g, batch);
+KILN_CORE_INLINE void run_blas_gemm(const blas_functions& lib, const gemm_call<double>& g) {
+  blas_detail::run(lib, g);
 }
 
 } // namespace detail

@@ -6,6 +6,7 @@
 // dim, B's block is packed once into NR-wide panels (shared by the threads), then each task packs
 // an mc block of A's rows into MR-tall panels and runs the micro-kernel over its part of the
 // block's tiles.
+#include "kiln/contractions/gemm_small.hpp"
 #include "kiln/contractions/gemm_tile.hpp"
 #include "kiln/contractions/gemm_types.hpp"
 #include "kiln/eval/thread_pool.hpp"
@@ -194,17 +195,22 @@ void gemm_driver(const gemm_call<T>& g) {
   host_gemm_counts().products.fetch_add(1, std::memory_order_relaxed);
   if (g.epilogue) host_gemm_counts().fused.fetch_add(1, std::memory_order_relaxed);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (gemm_small(g)) return;
   gemm_blocking blk = default_gemm_blocking(int(sizeof(T)), gemm_tile<T>::nr);
   if (g.blocking.mc > 0) blk.mc = round_up(g.blocking.mc, gemm_tile<T>::mr);
   if (g.blocking.nc > 0) blk.nc = round_up(g.blocking.nc, gemm_tile<T>::nr);
   if (g.blocking.kc > 0) blk.kc = g.blocking.kc;
   int threads = thread_pool::instance().threads();
   if (g.blocking.threads > 0) threads = std::min(threads, g.blocking.threads);
-  // Below ~2^20 multiply-adds (~10 us on one core) a product runs on the caller: waking a
-  // thread and splitting the packing cost more than they save.
+  // Below 2^22 multiply-adds (~40 us on one core) a product runs on the caller: waking a
+  // thread and splitting the packing cost more than they save (AMD EPYC, f32 128^3 = 2^21:
+  // 49 us on one thread, 83 us on two; 192^3: 152 and 98 us).
+  // Many products whose sum is that large split over the batch instead (before, this branch
+  // was dead: the small-product rule had set one thread already).
+  constexpr std::int64_t small = std::int64_t(1) << 22;
   const std::int64_t work = g.m * g.n * std::max<std::int64_t>(g.k, 1);
-  if (work < (std::int64_t(1) << 20)) threads = 1;
-  if (g.batch > 1 && threads > 1 && (work < (std::int64_t(1) << 20) || g.batch >= 4 * threads)) {
+  if (g.batch > 1 && threads > 1 && g.batch * work >= small &&
+      (work < small || g.batch >= 4 * threads)) {
     // Many small products: one product per task, each on one thread.
     thread_pool::instance().parallel_for(
         int(std::min<std::int64_t>(g.batch, 1 << 20)),
@@ -216,6 +222,7 @@ void gemm_driver(const gemm_call<T>& g) {
         threads);
     return;
   }
+  if (work < small) threads = 1;
   for (std::int64_t bi = 0; bi < g.batch; ++bi)
     gemm_one(g, blk, bi, threads);
 }

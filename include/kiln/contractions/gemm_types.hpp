@@ -79,7 +79,11 @@ struct gemm_call {
   gemm_blocking blocking;
   gemm_epilogue epilogue = nullptr;
   const void* epilogue_ctx = nullptr;
-  gemm_direct<T> direct_a, direct_b; // for the BLAS provider (blas.hpp)
+  // Operands read in place, by the BLAS provider (blas.hpp) and the small kernel
+  // (gemm_small.hpp), at offsets over the batch dims (batch_rank of them, extents batch_shape).
+  gemm_direct<T> direct_a, direct_b;
+  const std::int64_t* batch_shape = nullptr;
+  int batch_rank = 0;
 };
 
 // Products run by the host kernel since the program started, and of them those that ran

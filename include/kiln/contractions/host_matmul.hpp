@@ -192,20 +192,21 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
                    g.n,
                    g.k};
     if constexpr (std::is_floating_point_v<Acc>) {
-      if (current_blas_use() != blas_use::never && std::max({g.m, g.n, g.k}) <= INT_MAX) {
+      // The computed product's left operand is a unless the result is stored transposed.
+      const int nb = s.batch.size();
+      g.batch_shape = s.batch.data();
+      g.batch_rank = nb;
+      g.direct_a = c.out_t ? direct_operand<Acc>(pb, nb, g.m, g.k, true)
+                           : direct_operand<Acc>(pa, nb, g.m, g.k, true);
+      g.direct_b = c.out_t ? direct_operand<Acc>(pa, nb, g.n, g.k, false)
+                           : direct_operand<Acc>(pb, nb, g.n, g.k, false);
+      site.prologue = !g.direct_a.base || !g.direct_b.base;
+      if (current_blas_use() != blas_use::never && std::max({g.m, g.n, g.k}) <= INT_MAX)
         site.provider = !host_blas().path.empty();
-        // The computed product's left operand is a unless the result is stored transposed.
-        const int nb = s.batch.size();
-        g.direct_a = c.out_t ? direct_operand<Acc>(pb, nb, g.m, g.k, true)
-                             : direct_operand<Acc>(pa, nb, g.m, g.k, true);
-        g.direct_b = c.out_t ? direct_operand<Acc>(pa, nb, g.n, g.k, false)
-                             : direct_operand<Acc>(pb, nb, g.n, g.k, false);
-        site.prologue = !g.direct_a.base || !g.direct_b.base;
-      }
     }
     g.blocking = choose_gemm(site);
     if constexpr (std::is_floating_point_v<Acc>)
-      if (g.blocking.provider == 1) return run_blas_gemm(host_blas(), g, s.batch);
+      if (g.blocking.provider == 1) return run_blas_gemm(host_blas(), g);
     run_gemm(g);
   } else if (g.batch * g.m * g.n * std::int64_t(sizeof(Acc)) <= acc_chunk_bytes) {
     const tensor<Acc> acc(out.shape());

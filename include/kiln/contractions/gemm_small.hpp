@@ -1,0 +1,130 @@
+#pragma once
+// Small products without packing: where both operands are tensors read in place (B by rows,
+// unit stride along its cols; A with any strides) and a product is a few dozen on a side,
+// packing both operands into panels and running the 12 x 32 register tile (mostly padding
+// at 16 x 16) cost more than the arithmetic: 16^3 took 0.72 us, 8^3 0.38 us. Here each
+// tile of up to 4 rows x 4 SIMD registers of cols reads B's rows straight from memory and
+// broadcasts A's elements; B's last cols (fewer than a register) through a zero-padded copy.
+#include "kiln/contractions/gemm_tile.hpp"
+#include "kiln/contractions/gemm_types.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace kiln::detail {
+
+namespace gemm_detail {
+
+// Products of at most this many multiply-adds per batch element take the small kernel (AMD
+// EPYC, AVX-512, f32: 64^3 in 5.9 us against 7.4 us packed; 96^3 in 24.8 against 21.1).
+inline constexpr std::int64_t small_product_madds = std::int64_t(1) << 18;
+
+// C[i0..i0+R) x [j0..j0+V*W) = A B for one batch element, B's V registers of cols read
+// straight from its rows; `cols` of them stored (fewer than V*W only for B's tail, whose
+// rows were copied zero-padded to W first).
+template <class T, int R, int V>
+[[gnu::always_inline]] inline void small_tile(std::int64_t k, const T* a, std::int64_t ar,
+                                              std::int64_t ac, const T* b, std::int64_t ldb, T* c,
+                                              std::int64_t ldc, int cols) {
+  using simd = typename gemm_tile<T>::simd;
+  constexpr int W = int(simd::size);
+  simd acc[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = simd(T(0));
+  for (std::int64_t p = 0; p < k; ++p) {
+    simd bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      bv[v] = simd::load_unaligned(b + p * ldb + v * W);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const simd av(a[r * ar + p * ac]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = fused_madd(av, bv[v], acc[r][v]);
+    }
+  }
+  if (cols == V * W) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[r][v].store_unaligned(c + r * ldc + v * W);
+    return;
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(64) T out[V * W];
+    for (int v = 0; v < V; ++v)
+      acc[r][v].store_aligned(out + v * W);
+    std::memcpy(c + r * ldc, out, sizeof(T) * std::size_t(cols));
+  }
+}
+
+template <class T, int V>
+void small_rows(std::int64_t m, std::int64_t k, const T* a, std::int64_t ar, std::int64_t ac,
+                const T* b, std::int64_t ldb, T* c, std::int64_t ldc, int cols) {
+  std::int64_t i = 0;
+  for (; i + 4 <= m; i += 4)
+    small_tile<T, 4, V>(k, a + i * ar, ar, ac, b, ldb, c + i * ldc, ldc, cols);
+  for (; i < m; ++i)
+    small_tile<T, 1, V>(k, a + i * ar, ar, ac, b, ldb, c + i * ldc, ldc, cols);
+}
+
+// The small kernel, where it applies: false (nothing done) where it does not.
+template <class T>
+bool gemm_small(const gemm_call<T>& g) {
+  if constexpr (!std::is_floating_point_v<T>) {
+    (void)g;
+    return false;
+  } else {
+    const gemm_direct<T>&da = g.direct_a, &db = g.direct_b;
+    if (!da.base || !db.base || db.view.trans || g.m * g.n * g.k > small_product_madds)
+      return false;
+    constexpr int W = gemm_tile<T>::lanes;
+    // A(i, p) at a[i * ar + p * ac]: stored by rows, or transposed.
+    const std::int64_t ar = da.view.trans ? 1 : da.view.ld, ac = da.view.trans ? da.view.ld : 1;
+    const std::int64_t ldb = db.view.ld, full = g.n / W * W, tail = g.n - full;
+    // B's last cols (fewer than a register), zero-padded to one, per batch element.
+    thread_local std::vector<T> tail_rows;
+    if (tail) tail_rows.assign(std::size_t(std::max<std::int64_t>(g.k, 1) * W), T(0));
+    for (std::int64_t bi = 0; bi < g.batch; ++bi) {
+      const T *a = da.base, *b = db.base;
+      for (std::int64_t d = g.batch_rank - 1, r = bi; d >= 0; --d) {
+        a += (r % g.batch_shape[d]) * da.st[d];
+        b += (r % g.batch_shape[d]) * db.st[d];
+        r /= g.batch_shape[d];
+      }
+      T* const c = g.c + bi * g.m * g.n;
+      std::int64_t j = 0;
+      for (; j + 4 * W <= full; j += 4 * W)
+        small_rows<T, 4>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 4 * W);
+      switch ((full - j) / W) {
+      case 3:
+        small_rows<T, 3>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 3 * W);
+        break;
+      case 2:
+        small_rows<T, 2>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 2 * W);
+        break;
+      case 1:
+        small_rows<T, 1>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, W);
+        break;
+      default:
+        break;
+      }
+      if (tail) {
+        for (std::int64_t p = 0; p < g.k; ++p)
+          std::memcpy(tail_rows.data() + p * W, b + p * ldb + full, sizeof(T) * std::size_t(tail));
+        small_rows<T, 1>(g.m, g.k, a, ar, ac, tail_rows.data(), W, c + full, g.n, int(tail));
+      }
+      if (g.epilogue) g.epilogue(g.epilogue_ctx, bi, 0, g.m, 0, g.n);
+    }
+    return true;
+  }
+}
+
+} // namespace gemm_detail
+} // namespace kiln::detail
