@@ -68,6 +68,9 @@ std::vector<double> race(const std::vector<std::function<void()>>& fs, int round
   for (int r = 0; r < rounds; ++r)
     for (std::size_t i = 0; i < fs.size(); ++i) {
       if (!fs[i]) continue;
+      // kiln's helpers spin for 100 us after a pass: a peer's threads starting then would
+      // share the cores with them (what made the 2-thread rows of taking turns low).
+      kiln::thread_pool::instance().quiesce();
       const double t0 = now();
       fs[i]();
       t[i].push_back(now() - t0);

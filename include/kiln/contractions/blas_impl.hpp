@@ -106,19 +106,17 @@ KILN_CORE_INLINE blas_matrix blas_view(std::int64_t rows, std::int64_t cols, std
 }
 
 // Measured on an AMD EPYC (AVX-512, 2 cores) against OpenBLAS 0.3.21 (bench/RESULTS.md,
-// "Issue 33, continued: the BLAS provider"): a plain product ran as fast or faster on the
-// provider at nearly every size (1.1-1.3x from 24^3 to 96^3, 1.0-1.07x from 256^3 on), but
-// for batches of small products, which kiln's kernel splits over its threads (64 x 64^3 on
-// 2 threads: 239 us against 301 us); with an epilogue or a prologue to fuse, kiln's kernel
-// was as fast or faster from 128^3 on (the provider's extra pass lost 0.74-0.96x there), and
-// within its noise below.
+// "Issue 33, continued: the BLAS provider"). Products of one matrix up to 64^3 ran 1.1-1.3x
+// faster on the provider than in kiln's small kernel. From 128^3 on, alone on one thread,
+// they were even (0.94-1.07x, f64 at 2048^3 1.19x); on two threads, taking turns with kiln's
+// passes as a program's statements do, the provider's threads had to wake each time and
+// kiln's kernel was 1.6-1.8x faster at 256^3 and 512^3. Batches of small products: kiln's
+// kernel as fast or faster in f32. Fused products: kiln's kernel, whose epilogue costs no
+// pass (the provider and its pass lost 0.74-0.96x from 128^3 on). Beyond this rule, the
+// tuner measures.
 KILN_CORE_INLINE bool blas_by_default(const gemm_site& s) {
-  if (!s.provider || s.epilogue || s.prologue) return false;
-  const std::int64_t madds = s.m * s.n * s.k;
-  const bool batch_split = s.batch > 1 && thread_pool::instance().threads() > 1 &&
-                           s.batch * madds >= (std::int64_t(1) << 22) &&
-                           madds < (std::int64_t(1) << 22);
-  return !batch_split;
+  return s.provider && !s.epilogue && !s.prologue && s.batch == 1 &&
+         s.m * s.n * s.k <= (std::int64_t(1) << 18);
 }
 
 KILN_CORE_INLINE gemm_blocking choose_gemm(const gemm_site& s) {
@@ -149,8 +147,12 @@ void run(const blas_functions& lib, const gemm_call<T>& g) {
   counts.provided.fetch_add(1, std::memory_order_relaxed);
   if (g.epilogue) counts.fused.fetch_add(1, std::memory_order_relaxed);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  const int pool = thread_pool::instance().threads();
+  thread_pool& tp = thread_pool::instance();
+  const int pool = tp.threads();
   blas_threads(lib, g.blocking.threads > 0 ? std::min(g.blocking.threads, pool) : pool);
+  // kiln's helpers, spinning after the last pass, would share the cores with the provider's
+  // threads (2 threads: OpenBLAS's DGEMM at 256^3 ran at 12 GFLOP/s right after a kiln pass).
+  tp.quiesce();
   cblas_gemm<T> gemm;
   if constexpr (std::is_same_v<T, float>)
     gemm = lib.sgemm;

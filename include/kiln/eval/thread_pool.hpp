@@ -45,6 +45,10 @@ public:
 
   KILN_CORE_INLINE ~thread_pool();
 
+  // Sends helpers that spin after a pass to sleep now: before another library's threads (a
+  // BLAS provider's) take the cores, which they would otherwise share with the spinning.
+  KILN_CORE_INLINE void quiesce();
+
   // Passes that woke workers since start (small passes run on the caller and don't count).
   KILN_CORE_INLINE std::uint64_t parallel_passes() const noexcept;
 

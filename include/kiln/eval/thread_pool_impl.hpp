@@ -47,6 +47,7 @@ struct thread_pool::state {
   std::atomic<std::uint64_t> parallel_passes{0};
   std::atomic<std::uint64_t> generation{0}; // passes started (changed under m)
   std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> hush{0}; // quiesce() calls: spinning helpers go to sleep
 
   void drain() {
     for (int t; (t = next.fetch_add(1)) < tasks;)
@@ -57,10 +58,13 @@ struct thread_pool::state {
     detail::in_pool_worker() = true;
     std::uint64_t seen = 0;
     for (;;) {
-      // A new pass is a new generation: watched without the lock for a while, then asleep.
+      // A new pass is a new generation: watched without the lock for a while, then asleep
+      // (at once where quiesce() is called meanwhile).
+      const std::uint64_t hushed = hush.load(std::memory_order_relaxed);
       detail::spin_until([&] {
         return generation.load(std::memory_order_acquire) != seen ||
-               stop.load(std::memory_order_relaxed);
+               stop.load(std::memory_order_relaxed) ||
+               hush.load(std::memory_order_relaxed) != hushed;
       });
       {
         std::unique_lock<std::mutex> lk(m);
@@ -110,6 +114,8 @@ KILN_CORE_INLINE thread_pool::~thread_pool() {
   for (auto& w : s_->workers)
     w.join();
 }
+
+KILN_CORE_INLINE void thread_pool::quiesce() { s_->hush.fetch_add(1, std::memory_order_relaxed); }
 
 KILN_CORE_INLINE void thread_pool::set_threads(int n) {
   active_.store(std::clamp(n, 1, static_cast<int>(s_->workers.size()) + 1));
