@@ -78,10 +78,15 @@ void one_draw(int draw) {
     bb = test::draw(0, 1) ? kiln::shape{b} : kiln::shape{};
   }
   kiln::shape sa = ba, sb = bb;
-  sa.push_back(m), sa.push_back(k), sb.push_back(k), sb.push_back(n);
+  // Now and then a vector operand (numpy's 1-D forms: a row on the left, a column on the right).
+  const int vec = ba.size() || bb.size() ? 2 : test::draw(0, 5);
+  if (vec != 0) sa.push_back(m);
+  sa.push_back(k), sb.push_back(k);
+  if (vec != 1) sb.push_back(n);
   const kiln::device host{};
   const kiln::tensor<T> a = operand<T>(sa, host), b = operand<T>(sb, host);
-  const int kind = test::draw(0, 2); // 0 plain, 1 epilogue, 2 prologue
+  // 0 plain, 1 epilogue (with a column operand: plain), 2 prologue
+  const int kind = vec == 1 ? test::draw(0, 1) * 2 : test::draw(0, 2);
   matmul_test::values av = matmul_test::read(a);
   if (kind == 2)
     for (double& x : av.v)
@@ -127,7 +132,7 @@ kiln::tensor<float> fused_product(const kiln::tensor<float>& x, const kiln::tens
   return kiln::tensor<float>(kiln::gelu(kiln::matmul(x, w) + bias));
 }
 
-int child(const std::vector<std::string>& env) {
+int child(const std::vector<std::string>& env, const std::string& tag = "[.blas_child]") {
   const pid_t pid = ::fork();
   if (pid == 0) {
     for (const auto& e : env) {
@@ -138,7 +143,7 @@ int child(const std::vector<std::string>& env) {
       const auto eq = e.find('=');
       ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
     }
-    ::execl("/proc/self/exe", "test_matmul_blas", "[.blas_child]", nullptr);
+    ::execl("/proc/self/exe", "test_matmul_blas", tag.c_str(), nullptr);
     ::_exit(99);
   }
   int status = 0;
@@ -167,19 +172,51 @@ TEST_CASE("blas child", "[.blas_child]") {
     if (kiln::blas_library().empty()) std::_Exit(10);
     std::_Exit(provided() - before == 1 ? 12 : 13);
   } catch (const kiln::error& e) {
-    std::_Exit(std::string(e.what()).find("KILN_BLAS_LIBRARY=/no/such/libblas.so") !=
-                       std::string::npos
-                   ? 11
-                   : 30);
+    const std::string what = e.what();
+    if (what.find("KILN_BLAS_LIBRARY=/no/such/libblas.so") != std::string::npos) std::_Exit(11);
+    if (what.find("KILN_BLAS_LIBRARY=libm.so.6") != std::string::npos &&
+        what.find("not a CBLAS") != std::string::npos)
+      std::_Exit(14);
+    std::_Exit(30);
+  }
+}
+
+// The child with the provider off: an f32 and an i64 product, while launches are recorded
+// (the tuning lookup runs); exits 15 when both are right and nothing opened a library.
+TEST_CASE("blas child, provider off", "[.blas_child_never]") {
+  kiln::set_blas_use(kiln::blas_use::never);
+  try {
+    const auto x = kiln::random::normal<float>({20, 30}, 1),
+               w = kiln::random::normal<float>({30, 10}, 2);
+    const auto xi = kiln::from(test::integers<std::int64_t>(600, -9, 9), {20, 30});
+    const auto wi = kiln::from(test::integers<std::int64_t>(300, -9, 9), {30, 10});
+    const kiln::tensor<float> y = kiln::matmul(x, w);
+    const kiln::tensor<std::int64_t> yi = kiln::matmul(xi, wi);
+    const auto xs = x.to_vector(), ws = w.to_vector(), ys = y.to_vector();
+    const auto xis = xi.to_vector(), wis = wi.to_vector(), yis = yi.to_vector();
+    for (int i = 0; i < 20; ++i)
+      for (int j = 0; j < 10; ++j) {
+        double s = 0;
+        std::int64_t si = 0;
+        for (int q = 0; q < 30; ++q) {
+          s += double(xs[i * 30 + q]) * ws[q * 10 + j];
+          si += xis[i * 30 + q] * wis[q * 10 + j];
+        }
+        if (std::fabs(ys[i * 10 + j] - s) > 1e-4 * (1 + std::fabs(s)) || yis[i * 10 + j] != si)
+          std::_Exit(30);
+      }
+    std::_Exit(provided() == 0 ? 15 : 30);
+  } catch (const kiln::error&) {
+    std::_Exit(31);
   }
 }
 
 TEST_CASE("blas provider: products by the provider and by kiln's kernel match double "
           "references over random shapes, layouts, batches, fusions and dtypes",
           "[matmul][blas]") {
-  for (int d = 0; d < 24; ++d)
+  for (int d = 0; d < 40; ++d)
     one_draw<float>(d);
-  for (int d = 0; d < 12; ++d)
+  for (int d = 0; d < 20; ++d)
     one_draw<double>(d);
 }
 
@@ -227,6 +264,14 @@ TEST_CASE("blas provider: KILN_BLAS_LIBRARY=none runs without one, a library tha
           "[matmul][blas]") {
   CHECK(child({"KILN_BLAS_LIBRARY=none"}) == 10);
   CHECK(child({"KILN_BLAS_LIBRARY=/no/such/libblas.so"}) == 11);
+  CHECK(child({"KILN_BLAS_LIBRARY=libm.so.6"}) == 14);
+  // With the provider off nothing opens the library, a bad one included, even while the
+  // tuning lookup runs for every product (launches recorded).
+  const std::string record = std::filesystem::temp_directory_path().string() +
+                             "/kiln-blas-record-" + std::to_string(::getpid());
+  CHECK(child({"KILN_BLAS_LIBRARY=/no/such/libblas.so", "KILN_TUNE_RECORD=" + record},
+              "[.blas_child_never]") == 15);
+  std::filesystem::remove(record);
   try {
     (void)kiln::detail::open_blas("/no/such/libblas.so");
     FAIL("no error");
@@ -303,4 +348,40 @@ TEST_CASE("host_matmul tuning: kiln::tune measures the provider against kiln's f
             (choice ? 12 : 13));
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("blas provider: the gradients of a product with a transposed operand (an adjoint "
+          "stored transposed) match the analytic ones, with and without the provider",
+          "[matmul][blas][grad]") {
+  // loss = sum((x^T w) * r): dx = w r^T (x's own [k, m] shape), dw = x r.
+  for (int draw = 0; draw < 6; ++draw) {
+    const std::int64_t m = test::draw(1, 70), n = test::draw(1, 70), k = test::draw(1, 70);
+    const auto xv = test::uniform<double>(std::size_t(k * m), -1, 1);
+    const auto wv = test::uniform<double>(std::size_t(k * n), -1, 1);
+    const auto rv = test::uniform<double>(std::size_t(m * n), -1, 1);
+    const auto x = kiln::from(xv, {k, m}), w = kiln::from(wv, {k, n}), r = kiln::from(rv, {m, n});
+    std::vector<double> dx(std::size_t(k * m), 0), dw(std::size_t(k * n), 0);
+    for (std::int64_t q = 0; q < k; ++q)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          dx[std::size_t(q * m + i)] += wv[std::size_t(q * n + j)] * rv[std::size_t(i * n + j)];
+          dw[std::size_t(q * n + j)] += xv[std::size_t(q * m + i)] * rv[std::size_t(i * n + j)];
+        }
+    for (const kiln::blas_use u : {kiln::blas_use::never, kiln::blas_use::always}) {
+      if (u == kiln::blas_use::always && !have_provider()) continue;
+      const use_scope s(u);
+      const auto loss = kiln::sum(kiln::matmul(x.transpose(), w) * r);
+      const auto grads = kiln::grad(loss, x, w);
+      const auto gx = kiln::tensor<double>(std::get<0>(grads)).to_vector();
+      const auto gw = kiln::tensor<double>(std::get<1>(grads)).to_vector();
+      INFO("m " << m << ", n " << n << ", k " << k
+                << (u == kiln::blas_use::always ? ", provider" : ", kiln's kernel"));
+      REQUIRE(gx.size() == dx.size());
+      REQUIRE(gw.size() == dw.size());
+      for (std::size_t i = 0; i < dx.size(); ++i)
+        CHECK(std::fabs(gx[i] - dx[i]) <= 1e-12 * (n + 2) * (1 + std::fabs(dx[i])));
+      for (std::size_t i = 0; i < dw.size(); ++i)
+        CHECK(std::fabs(gw[i] - dw[i]) <= 1e-12 * (m + 2) * (1 + std::fabs(dw[i])));
+    }
+  }
 }

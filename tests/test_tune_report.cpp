@@ -539,11 +539,16 @@ TEST_CASE("kiln-tune run --from: the launches a program recorded are tuned under
   kiln::tensor<double> h = kiln::random::normal<double>({1000}, 6);
   auto pass = [&] { return kiln::tensor<float>(kiln::cos(x) * x); };
   auto rows = [&] { return kiln::tensor<float>(kiln::max(x * 2.0f, {1})); };
+  // A product with a prologue and an epilogue: one contraction kernel.
+  kiln::tensor<float> w = kiln::random::normal<float>({2048, 24}, 7).to(gpu);
+  kiln::tensor<float> b = kiln::random::normal<float>({24}, 8).to(gpu);
+  auto product = [&] { return kiln::tensor<float>(kiln::relu(kiln::matmul(x * 0.5f, w) + b)); };
   kiln::jit::tune::launch_hook probe;
   {
     kiln::detail::hook_scope s(probe);
     (void)pass();
     (void)rows();
+    (void)product();
   }
   // The pass, the reduction (and any small pass after it): each recorded once, then the host
   // pass, which is recorded but not replayable.
@@ -551,11 +556,15 @@ TEST_CASE("kiln-tune run --from: the launches a program recorded are tuned under
   const auto& ew = probe.seen[0];
   const auto red = std::find_if(probe.seen.begin(), probe.seen.end(),
                                 [](const auto& s) { return s.sp->family() == "reduction"; });
+  const auto mm = std::find_if(probe.seen.begin(), probe.seen.end(),
+                               [](const auto& s) { return s.sp->family() == "matmul"; });
   REQUIRE(ew.sp->family() == "elementwise");
   REQUIRE(red != probe.seen.end());
+  REQUIRE(mm != probe.seen.end());
   kiln::jit::tune::record_to(rec.string());
   (void)pass();
   (void)rows();
+  (void)product();
   (void)kiln::tensor<double>(h + 1.0);
   kiln::jit::tune::record_to("");
   const outcome first =
@@ -567,11 +576,13 @@ TEST_CASE("kiln-tune run --from: the launches a program recorded are tuned under
   CHECK(first.output.find("skipped launch " + std::to_string(n)) != std::string::npos);
   CHECK(first.output.find("| elementwise | " + ew.kernel.substr(0, 12)) != std::string::npos);
   CHECK(first.output.find("| reduction | " + red->kernel.substr(0, 12)) != std::string::npos);
+  CHECK(first.output.find("| matmul | " + mm->kernel.substr(0, 12)) != std::string::npos);
   // The choices are under the program's ids: its next launches take them.
   std::size_t chosen = 0;
   for (const auto& r : kiln::jit::tune::database(db.string()).records())
-    if (r.kind == 'c') chosen += r.kernel == ew.kernel || r.kernel == red->kernel;
-  CHECK(chosen == 2);
+    if (r.kind == 'c')
+      chosen += r.kernel == ew.kernel || r.kernel == red->kernel || r.kernel == mm->kernel;
+  CHECK(chosen == 3);
   const outcome second =
       kiln_tune("run --from " + quoted(rec) + " --db " + quoted(db) + " --budget 8");
   INFO(second.output);

@@ -4,7 +4,7 @@
 // the same without one. Which products it takes is chosen per kernel and size: by the
 // tuning database where the `host_matmul` family was tuned (jit/kiln/jit/tune/host_gemm.hpp
 // measures kiln's fused kernel against "provider GEMM, then the epilogue as one pass"),
-// else by the default rule in host_matmul.hpp. kiln::set_blas_use overrides both.
+// else by the default rule (blas_by_default, blas_impl.hpp). kiln::set_blas_use overrides both.
 #include "kiln/contractions/gemm_types.hpp"
 #include "kiln/linkage.hpp"
 #include "kiln/shape.hpp"
@@ -14,7 +14,7 @@
 namespace kiln {
 
 enum class blas_use {
-  automatic, // by the tuning database, else the default rule (plain products)
+  automatic, // by the tuning database, else the default rule (small plain products)
   never,     // kiln's own kernel for every product
   always,    // the provider for every product it can take (f32/f64, extents below 2^31)
 };

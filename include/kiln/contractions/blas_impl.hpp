@@ -12,7 +12,6 @@
 #include <climits>
 #include <dlfcn.h>
 #include <memory>
-#include <mutex>
 
 namespace kiln {
 
@@ -51,10 +50,11 @@ KILN_CORE_INLINE blas_functions open_blas(const std::string& library) {
                 "KILN_BLAS_LIBRARY=" + library + " has no " +
                     (b.sgemm ? "cblas_dgemm" : "cblas_sgemm"));
   }
-  // The provider's own thread count, so that it can be made kiln's (the pthread builds of
-  // OpenBLAS and BLIS start one thread per core otherwise, whatever KILN_NUM_THREADS says).
-  for (const char* name :
-       {"openblas_set_num_threads", "MKL_Set_Num_Threads", "bli_thread_set_num_threads"})
+  // The provider's own thread count, so that it can be made kiln's (OpenBLAS's pthread
+  // build starts one thread per core otherwise, whatever KILN_NUM_THREADS says). Both take an
+  // int. (BLIS's setter takes a 64-bit dim_t: BLIS keeps BLIS_NUM_THREADS.) Where the program
+  // itself uses the same library, dlopen returns that copy: kiln's count is then its count.
+  for (const char* name : {"openblas_set_num_threads", "MKL_Set_Num_Threads"})
     if (void* f = ::dlsym(h, name)) {
       b.set_threads = reinterpret_cast<void (*)(int)>(f);
       break;
@@ -80,14 +80,13 @@ KILN_CORE_INLINE const blas_functions& host_blas() {
 }
 
 KILN_CORE_INLINE void blas_threads(const blas_functions& b, int threads) {
-  static std::atomic<int> now{0};
-  if (b.set_threads && now.load(std::memory_order_relaxed) != threads) {
-    static std::mutex m;
-    std::lock_guard lock(m);
-    if (now.load() != threads) {
-      b.set_threads(threads);
-      now.store(threads);
-    }
+  // Per calling thread: OpenBLAS's OpenMP build keeps the setting per thread (OpenMP's
+  // nthreads-var), its pthread build for the process (then a thread's call can follow
+  // another's: a matter of speed only).
+  thread_local int now = 0;
+  if (b.set_threads && now != threads) {
+    b.set_threads(threads);
+    now = threads;
   }
 }
 
@@ -147,6 +146,13 @@ void run(const blas_functions& lib, const gemm_call<T>& g) {
   counts.provided.fetch_add(1, std::memory_order_relaxed);
   if (g.epilogue) counts.fused.fetch_add(1, std::memory_order_relaxed);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (g.k == 0) { // the sum of no products, whatever the provider makes of k = 0
+    std::fill(g.c, g.c + g.batch * g.m * g.n, T(0));
+    if (g.epilogue)
+      for (std::int64_t bi = 0; bi < g.batch; ++bi)
+        g.epilogue(g.epilogue_ctx, bi, 0, g.m, 0, g.n);
+    return;
+  }
   thread_pool& tp = thread_pool::instance();
   const int pool = tp.threads();
   blas_threads(lib, g.blocking.threads > 0 ? std::min(g.blocking.threads, pool) : pool);
@@ -176,16 +182,14 @@ void run(const blas_functions& lib, const gemm_call<T>& g) {
         if (b) b += (r % g.batch_shape[d]) * g.direct_b.st[d];
         r /= g.batch_shape[d];
       }
-    if (!a && g.k > 0) {
+    if (!a) {
       g.pack_a(g.a, pa.get(), bi, 0, g.m, 0, g.k, int(g.m));
       a = pa.get();
     }
-    if (!b && g.k > 0) {
+    if (!b) {
       g.pack_b(g.b, pb.get(), bi, 0, g.n, 0, g.k, int(g.n));
       b = pb.get();
     }
-    if (!a) a = pa.get(); // k = 0: nothing is read
-    if (!b) b = pb.get();
     T* c = g.c + bi * g.m * g.n;
     gemm(row_major, va.trans ? trans : no_trans, vb.trans ? trans : no_trans, int(g.m), int(g.n),
          int(g.k), T(1), a, va.ld, b, vb.ld, T(0), c, int(g.n));

@@ -7,6 +7,7 @@
 // broadcasts A's elements; B's last cols (fewer than a register) through a zero-padded copy.
 #include "kiln/contractions/gemm_tile.hpp"
 #include "kiln/contractions/gemm_types.hpp"
+#include "kiln/eval/thread_pool.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -88,10 +89,7 @@ bool gemm_small(const gemm_call<T>& g) {
     // A(i, p) at a[i * ar + p * ac]: stored by rows, or transposed.
     const std::int64_t ar = da.view.trans ? 1 : da.view.ld, ac = da.view.trans ? da.view.ld : 1;
     const std::int64_t ldb = db.view.ld, full = g.n / W * W, tail = g.n - full;
-    // B's last cols (fewer than a register), zero-padded to one, per batch element.
-    thread_local std::vector<T> tail_rows;
-    if (tail) tail_rows.assign(std::size_t(std::max<std::int64_t>(g.k, 1) * W), T(0));
-    for (std::int64_t bi = 0; bi < g.batch; ++bi) {
+    auto one = [&](std::int64_t bi) {
       const T *a = da.base, *b = db.base;
       for (std::int64_t d = g.batch_rank - 1, r = bi; d >= 0; --d) {
         a += (r % g.batch_shape[d]) * da.st[d];
@@ -116,11 +114,32 @@ bool gemm_small(const gemm_call<T>& g) {
         break;
       }
       if (tail) {
+        // B's last cols, a register wide per row (lanes past them are computed, not stored).
+        thread_local std::vector<T> rows;
+        const std::size_t need = std::size_t(std::max<std::int64_t>(g.k, 1) * W);
+        if (rows.size() < need) rows.assign(need, T(0));
         for (std::int64_t p = 0; p < g.k; ++p)
-          std::memcpy(tail_rows.data() + p * W, b + p * ldb + full, sizeof(T) * std::size_t(tail));
-        small_rows<T, 1>(g.m, g.k, a, ar, ac, tail_rows.data(), W, c + full, g.n, int(tail));
+          std::memcpy(rows.data() + p * W, b + p * ldb + full, sizeof(T) * std::size_t(tail));
+        small_rows<T, 1>(g.m, g.k, a, ar, ac, rows.data(), W, c + full, g.n, int(tail));
       }
       if (g.epilogue) g.epilogue(g.epilogue_ctx, bi, 0, g.m, 0, g.n);
+    };
+    // Many of them: split over the threads by batch element, as the packed kernel does.
+    thread_pool& pool = thread_pool::instance();
+    const int threads =
+        g.blocking.threads > 0 ? std::min(g.blocking.threads, pool.threads()) : pool.threads();
+    if (g.batch > 1 && threads > 1 && g.batch * g.m * g.n * g.k >= (std::int64_t(1) << 22)) {
+      const int tasks = int(std::min<std::int64_t>(g.batch, 1 << 20));
+      pool.parallel_for(
+          tasks,
+          [&](int t) {
+            for (std::int64_t bi = g.batch * t / tasks; bi < g.batch * (t + 1) / tasks; ++bi)
+              one(bi);
+          },
+          threads);
+    } else {
+      for (std::int64_t bi = 0; bi < g.batch; ++bi)
+        one(bi);
     }
     return true;
   }

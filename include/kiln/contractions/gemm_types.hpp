@@ -47,8 +47,10 @@ inline std::atomic<gemm_chooser>& host_gemm_chooser_slot() {
 
 // Called on each part of C as soon as it holds its final values, from the thread that
 // computed it (parts are disjoint; several run at once): rows [i0, i0 + rows) and cols
-// [j0, j0 + cols) of batch element `batch`, a strip of a few hundred cols at most, while it
-// is still in cache. The fused epilogue (epilogue.hpp) runs there.
+// [j0, j0 + cols) of batch element `batch`: from the packed kernel a strip of a few hundred
+// cols while it is still in cache; from the small kernel and the BLAS provider a whole batch
+// element (small, or computed by another library). The fused epilogue (epilogue.hpp) runs
+// there.
 using gemm_epilogue = void (*)(const void* ctx, std::int64_t batch, std::int64_t i0,
                                std::int64_t rows, std::int64_t j0, std::int64_t cols);
 
@@ -61,7 +63,7 @@ struct blas_matrix {
 
 // An operand the BLAS provider reads in place: its matrix at batch element `bi` starts at
 // base + sum_d index_d(bi) * st[d] over the batch dims. base null: it cannot (an expression,
-// another type, a broadcast or interleaved matrix): the provider reads its packed copy.
+// another type, a matrix with a stride 0 or interleaved): the provider reads its packed copy.
 template <class T>
 struct gemm_direct {
   const T* base = nullptr;

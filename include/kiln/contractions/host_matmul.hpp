@@ -205,8 +205,15 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
         site.provider = !host_blas().path.empty();
     }
     g.blocking = choose_gemm(site);
-    if constexpr (std::is_floating_point_v<Acc>)
-      if (g.blocking.provider == 1) return run_blas_gemm(host_blas(), g);
+    if constexpr (std::is_floating_point_v<Acc>) {
+      // The provider stores an operand it cannot read in place whole: past 256 MiB of such
+      // copies, kiln's kernel, which never does, computes the product instead.
+      const std::int64_t copies =
+          ((g.direct_a.base ? 0 : g.m * g.k) + (g.direct_b.base ? 0 : g.k * g.n)) *
+          std::int64_t(sizeof(Acc));
+      if (g.blocking.provider == 1 && copies <= (std::int64_t(256) << 20))
+        return run_blas_gemm(host_blas(), g);
+    }
     run_gemm(g);
   } else if (g.batch * g.m * g.n * std::int64_t(sizeof(Acc)) <= acc_chunk_bytes) {
     const tensor<Acc> acc(out.shape());

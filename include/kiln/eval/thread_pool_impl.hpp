@@ -57,10 +57,11 @@ struct thread_pool::state {
   void work(int index) {
     detail::in_pool_worker() = true;
     std::uint64_t seen = 0;
+    // quiesce() calls seen when the last pass began: one made since ends the spin after it.
+    std::uint64_t hushed = hush.load(std::memory_order_relaxed);
     for (;;) {
       // A new pass is a new generation: watched without the lock for a while, then asleep
       // (at once where quiesce() is called meanwhile).
-      const std::uint64_t hushed = hush.load(std::memory_order_relaxed);
       detail::spin_until([&] {
         return generation.load(std::memory_order_acquire) != seen ||
                stop.load(std::memory_order_relaxed) ||
@@ -79,6 +80,7 @@ struct thread_pool::state {
         }
         if (stop.load(std::memory_order_relaxed)) return;
         seen = generation.load(std::memory_order_relaxed);
+        hushed = hush.load(std::memory_order_relaxed);
         if (!open) continue; // arrived after the caller took the last task
         running.fetch_add(1, std::memory_order_relaxed);
       }

@@ -7,6 +7,7 @@
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/tune/kernel_id.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
+#include "kiln/jit/tune/record.hpp"
 
 #include <map>
 #include <tuple>
@@ -58,10 +59,12 @@ inline bool jit_backend::contract(const device_contraction& c) {
     cc.kernels.emplace(key, kn);
     return kn;
   };
-  const tune::config cfg = cc.choices.get(
-      this, tuning_identity(), matmul_space(), cc.id,
-      {tune::log2_floor(std::max<std::int64_t>(k, 1)), tune::log2_floor(batch * m * n)},
-      [kernel_for](const tune::config& cf) { (void)kernel_for(cf); });
+  const tune::size_bucket bucket{tune::log2_floor(std::max<std::int64_t>(k, 1)),
+                                 tune::log2_floor(batch * m * n)};
+  const tune::config cfg =
+      cc.choices.get(this, tuning_identity(), matmul_space(), cc.id, bucket,
+                     [kernel_for](const tune::config& cf) { (void)kernel_for(cf); });
+  if (tune::recording()) tune::record_contraction(tuning_identity(), cc.id, bucket, c);
   if (std::min(m, n) < cfg[tune::mm::min_mn]) return false;
   const kernels::contraction_tile tile = tune::tile_of(cfg);
   const contract_plan plan = plan_contraction(batch, m, n, k, tile);

@@ -40,12 +40,19 @@ inline space host_gemm_space(int pool_threads, bool provider, bool by_default) {
 }
 
 namespace detail {
-// One space per (provider loaded, default choice): a kernel's default differs by size.
+// One space per (provider loaded, default choice): a kernel's default differs by size. Each
+// made when first asked for: only the provider's name the library (and so open it).
 inline const space& gemm_space_for(bool provider, bool by_default) {
-  static const space spaces[3] = {host_gemm_space(num_threads(), false, false),
-                                  host_gemm_space(num_threads(), true, false),
-                                  host_gemm_space(num_threads(), true, true)};
-  return spaces[provider ? (by_default ? 2 : 1) : 0];
+  if (!provider) {
+    static const space none = host_gemm_space(num_threads(), false, false);
+    return none;
+  }
+  if (by_default) {
+    static const space on = host_gemm_space(num_threads(), true, true);
+    return on;
+  }
+  static const space off = host_gemm_space(num_threads(), true, false);
+  return off;
 }
 
 // Per product kind: its id and memoized choices.
@@ -80,8 +87,11 @@ inline kiln::detail::gemm_blocking host_gemm_choice(const kiln::detail::gemm_sit
                            log2_floor(std::max<std::int64_t>(s.batch * s.m * s.n, 1))};
   if (recording()) record_host(host_identity(), *id, bucket);
   const config c = memo->get(nullptr, host_identity(), sp, *id, bucket, [](const config&) {});
+  // Untuned, the default rule decides per product: the memo keeps one choice per bucket,
+  // and products of one bucket may fall on either side of the rule.
+  const bool tuned = last_choice(sp.family()).tuned;
   return {c[hm::mc], c[hm::nc], c[hm::kc], static_cast<int>(c[hm::threads]),
-          static_cast<int>(c[hm::provider])};
+          tuned ? static_cast<int>(c[hm::provider]) : -1};
 }
 
 // Installed by the runtime (src.hpp) at static initialization.

@@ -364,6 +364,34 @@ inline void record_reduction(const std::string& identity, const std::string& ker
   });
 }
 
+// kind device identity kernel bucket | device name | IR | acc result batch_rank product |
+// extents | targets | inputs | scalars
+inline void record_contraction(const std::string& identity, const std::string& kernel,
+                               const size_bucket& bucket, const device_contraction& c) {
+  const std::string key = "contraction " + identity + " " + kernel + " " + format_bucket(bucket);
+  record_line(key, [&] {
+    token_writer w;
+    w.text("contraction").text(identity.c_str()).text(kernel.c_str());
+    w.text(format_bucket(bucket).c_str()).text(c.targets.front()->device().str().c_str());
+    write_ir(w, c.lowered.ir);
+    w.num(int(c.acc)).num(int(c.result)).num(c.batch_rank).num(c.product);
+    const int rank = c.extents.size();
+    w.num(rank);
+    for (int d = 0; d < rank; ++d)
+      w.num(c.extents[d]);
+    w.num(std::int64_t(c.targets.size()));
+    for (std::size_t o = 0; o < c.targets.size(); ++o)
+      write_operand(w, *c.targets[o], c.target_offsets[o], c.target_strides[o], rank);
+    w.num(std::int64_t(c.inputs.size()));
+    for (std::size_t i = 0; i < c.inputs.size(); ++i)
+      write_operand(w, *c.inputs[i].storage, c.inputs[i].layout->offset, c.strides[i], rank);
+    w.num(std::int64_t(c.scalars.size()));
+    for (auto b : c.scalars)
+      w.num(static_cast<std::int64_t>(b));
+    return w.str();
+  });
+}
+
 inline void record_host(const std::string& identity, const std::string& kernel,
                         const size_bucket& bucket) {
   const std::string key = "host " + identity + " " + kernel + " " + format_bucket(bucket);

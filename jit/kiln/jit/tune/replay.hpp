@@ -46,6 +46,12 @@ public:
     device_name = r.text().value_or("");
     dev_ = kiln::device(on.empty() ? device_name : on);
     ir_ = read_ir(r, arena_);
+    if (kind == "contraction") {
+      acc_ = static_cast<dtype>(r.num());
+      result_ = static_cast<dtype>(r.num());
+      batch_rank_ = static_cast<int>(r.num());
+      product_ = static_cast<int>(r.num());
+    }
     if (kind == "reduction") {
       reduction = r.text().value_or("");
       const bool builtin = r.num() != 0;
@@ -65,6 +71,15 @@ public:
       nout_ = r.num();
       value_ = static_cast<dtype>(r.num());
       out_type = static_cast<dtype>(r.num());
+    } else if (kind == "contraction") {
+      // The targets: the product's result (its type), or with an epilogue its outputs (the
+      // IR's results 2...: 0 and 1 are the operands' expressions).
+      const auto nt = r.num();
+      if (nt < 1 || batch_rank_ < 0 || batch_rank_ + 3 != rank)
+        throw error("kiln-tune", "a damaged record", "a contraction's targets or rank");
+      for (std::int64_t o = 0; o < nt; ++o)
+        operand(r, rank, product_ < 0 ? result_ : ir_.outputs.at(std::size_t(o + 2)), false);
+      out_type = product_ < 0 ? result_ : ir_.outputs.at(2);
     } else {
       n_ = r.num();
       const auto nt = r.num();
@@ -102,6 +117,20 @@ public:
   // One launch, queued (the caller waits where it times).
   void run() {
     device_executor& x = executor_of(kind == "reduction" ? *out_ : *outputs_.front(), "kiln-tune");
+    if (kind == "contraction") {
+      std::vector<std::int64_t> offsets;
+      for (const layout& l : out_layouts_)
+        offsets.push_back(l.offset);
+      const std::size_t nt = targets_.size();
+      if (!x.contract(device_contraction{
+              *lowered_, leaves_, scalars_, extents_,
+              std::span<const operand_strides>(strides_).subspan(nt), batch_rank_, acc_, result_,
+              targets_, offsets, std::span<const operand_strides>(strides_).first(nt), product_}))
+        throw error("kiln-tune", "the device declines the recorded product",
+                    device_name + ": its shape or buffers do not suit the contraction kernel "
+                                  "under this configuration");
+      return;
+    }
     if (kind == "reduction") {
       std::array<bool, max_rank> mask{};
       x.reduce(device_reduction{*info_, *lowered_, leaves_, scalars_, extents_, strides_, count_,
@@ -198,9 +227,12 @@ private:
   kiln::shape extents_;
   std::int64_t n_ = 0, count_ = 0, nout_ = 0;
   dtype value_ = dtype::f32;
+  dtype acc_ = dtype::f32, result_ = dtype::f32; // a contraction's
+  int batch_rank_ = 0, product_ = -1;
   std::vector<std::shared_ptr<storage>> inputs_, outputs_;
   std::deque<layout> in_layouts_, out_layouts_;
-  std::vector<operand_strides> strides_; // outputs first, then inputs (a pass); inputs
+  std::vector<operand_strides> strides_; // outputs first, then inputs (a pass, a
+                                         // contraction); inputs
   std::vector<device_leaf> leaves_;
   std::vector<const storage*> targets_;
   std::vector<const layout*> target_layouts_;
