@@ -18,7 +18,8 @@
 
 // This file tests kiln's own kernel: the BLAS provider, which would take plain products by
 // default where one loads, is off here (test_matmul_blas runs both).
-[[maybe_unused]] static const kiln::blas_use own_kernel_only = kiln::set_blas_use(kiln::blas_use::never);
+[[maybe_unused]] static const kiln::blas_use own_kernel_only =
+    kiln::set_blas_use(kiln::blas_use::never);
 
 namespace {
 
