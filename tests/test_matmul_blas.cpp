@@ -5,12 +5,12 @@
 // setting and a library that does not load; the host_matmul tuning family choosing between
 // them, in process and from the database in a fresh one. Where no CBLAS loads on the machine
 // (the test packages install OpenBLAS), the provider's half says so and checks the rest.
+#include "child_process.hpp"
 #include "matmul_support.hpp"
 
 #include "kiln/jit/tune.hpp"
 
 #include <filesystem>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace tune = kiln::jit::tune;
@@ -133,22 +133,7 @@ kiln::tensor<float> fused_product(const kiln::tensor<float>& x, const kiln::tens
 }
 
 int child(const std::vector<std::string>& env, const std::string& tag = "[.blas_child]") {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& e : env) {
-      if (e[0] == '-') {
-        ::unsetenv(e.c_str() + 1);
-        continue;
-      }
-      const auto eq = e.find('=');
-      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
-    }
-    ::execl("/proc/self/exe", "test_matmul_blas", tag.c_str(), nullptr);
-    ::_exit(99);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  return test::run_child(env, tag);
 }
 
 } // namespace

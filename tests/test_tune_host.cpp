@@ -6,10 +6,10 @@
 // leaves the host-only program running on with the defaults.
 #include "support.hpp"
 
+#include "child_process.hpp"
 #include "kiln/jit/tune.hpp"
 
 #include <filesystem>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace tune = kiln::jit::tune;
@@ -22,25 +22,8 @@ kiln::tensor<double> the_pass(const kiln::tensor<double>& x) {
   return kiln::tensor<double>(x * 3.0 + kiln::exp(x));
 }
 
-// Runs this binary's child case with `env` set ("NAME=value") or unset ("-NAME"); its exit
-// status.
 int child(const std::vector<std::string>& env) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& e : env) {
-      if (e[0] == '-') {
-        ::unsetenv(e.c_str() + 1);
-        continue;
-      }
-      const auto eq = e.find('=');
-      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
-    }
-    ::execl("/proc/self/exe", "test_tune_host", "[.host_only_child]", nullptr);
-    ::_exit(99);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  return test::run_child(env, "[.host_only_child]");
 }
 
 } // namespace
