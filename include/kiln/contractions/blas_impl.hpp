@@ -154,8 +154,7 @@ void run(const blas_functions& lib, const gemm_call<T>& g) {
     return;
   }
   thread_pool& tp = thread_pool::instance();
-  const int pool = tp.threads();
-  blas_threads(lib, g.blocking.threads > 0 ? std::min(g.blocking.threads, pool) : pool);
+  blas_threads(lib, gemm_threads(g.blocking, tp.threads()));
   // kiln's helpers, spinning after the last pass, would share the cores with the provider's
   // threads (2 threads: OpenBLAS's DGEMM at 256^3 ran at 12 GFLOP/s right after a kiln pass).
   tp.quiesce();
@@ -175,13 +174,7 @@ void run(const blas_functions& lib, const gemm_call<T>& g) {
   const blas_matrix vb =
       g.direct_b.base ? g.direct_b.view : blas_matrix{int(std::max<std::int64_t>(g.n, 1)), false};
   for (std::int64_t bi = 0; bi < g.batch; ++bi) {
-    const T *a = g.direct_a.base, *b = g.direct_b.base;
-    if (a || b)
-      for (std::int64_t d = g.batch_rank - 1, r = bi; d >= 0; --d) {
-        if (a) a += (r % g.batch_shape[d]) * g.direct_a.st[d];
-        if (b) b += (r % g.batch_shape[d]) * g.direct_b.st[d];
-        r /= g.batch_shape[d];
-      }
+    const T *a = direct_at(g, g.direct_a, bi), *b = direct_at(g, g.direct_b, bi);
     if (!a) {
       g.pack_a(g.a, pa.get(), bi, 0, g.m, 0, g.k, int(g.m));
       a = pa.get();

@@ -195,13 +195,12 @@ void gemm_driver(const gemm_call<T>& g) {
   host_gemm_counts().products.fetch_add(1, std::memory_order_relaxed);
   if (g.epilogue) host_gemm_counts().fused.fetch_add(1, std::memory_order_relaxed);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  if (gemm_small(g)) return;
+  const bool small_kernel = small_applies(g);
   gemm_blocking blk = default_gemm_blocking(int(sizeof(T)), gemm_tile<T>::nr);
   if (g.blocking.mc > 0) blk.mc = round_up(g.blocking.mc, gemm_tile<T>::mr);
   if (g.blocking.nc > 0) blk.nc = round_up(g.blocking.nc, gemm_tile<T>::nr);
   if (g.blocking.kc > 0) blk.kc = g.blocking.kc;
-  int threads = thread_pool::instance().threads();
-  if (g.blocking.threads > 0) threads = std::min(threads, g.blocking.threads);
+  int threads = gemm_threads(g.blocking, thread_pool::instance().threads());
   // Below 2^22 multiply-adds (~40 us on one core) a product runs on the caller: waking a
   // thread and splitting the packing cost more than they save (AMD EPYC, f32 128^3 = 2^21:
   // 49 us on one thread, 83 us on two; 192^3: 152 and 98 us).
@@ -209,6 +208,14 @@ void gemm_driver(const gemm_call<T>& g) {
   // was dead: the small-product rule had set one thread already).
   constexpr std::int64_t small = std::int64_t(1) << 22;
   const std::int64_t work = g.m * g.n * std::max<std::int64_t>(g.k, 1);
+  // One batch element: by the small kernel (gemm_small.hpp, always on one thread) where it
+  // applies, else packed.
+  auto one = [&](std::int64_t bi, int t) {
+    if (small_kernel)
+      small_one(g, bi);
+    else
+      gemm_one(g, blk, bi, t);
+  };
   if (g.batch > 1 && threads > 1 && g.batch * work >= small &&
       (work < small || g.batch >= 4 * threads)) {
     // Many small products: one product per task, each on one thread.
@@ -217,14 +224,14 @@ void gemm_driver(const gemm_call<T>& g) {
         [&](int t) {
           const std::int64_t tasks = std::min<std::int64_t>(g.batch, 1 << 20);
           for (std::int64_t bi = g.batch * t / tasks; bi < g.batch * (t + 1) / tasks; ++bi)
-            gemm_one(g, blk, bi, 1);
+            one(bi, 1);
         },
         threads);
     return;
   }
   if (work < small) threads = 1;
   for (std::int64_t bi = 0; bi < g.batch; ++bi)
-    gemm_one(g, blk, bi, threads);
+    one(bi, threads);
 }
 
 } // namespace gemm_detail

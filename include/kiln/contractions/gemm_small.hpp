@@ -7,7 +7,6 @@
 // broadcasts A's elements; B's last cols (fewer than a register) through a zero-padded copy.
 #include "kiln/contractions/gemm_tile.hpp"
 #include "kiln/contractions/gemm_types.hpp"
-#include "kiln/eval/thread_pool.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -75,74 +74,59 @@ void small_rows(std::int64_t m, std::int64_t k, const T* a, std::int64_t ar, std
     small_tile<T, 1, V>(k, a + i * ar, ar, ac, b, ldb, c + i * ldc, ldc, cols);
 }
 
-// The small kernel, where it applies: false (nothing done) where it does not.
+// Whether the small kernel computes g: floats, both operands read in place (B by rows), and
+// at most small_product_madds per batch element.
 template <class T>
-bool gemm_small(const gemm_call<T>& g) {
+bool small_applies(const gemm_call<T>& g) {
   if constexpr (!std::is_floating_point_v<T>) {
     (void)g;
     return false;
   } else {
-    const gemm_direct<T>&da = g.direct_a, &db = g.direct_b;
-    if (!da.base || !db.base || db.view.trans || g.m * g.n * g.k > small_product_madds)
-      return false;
+    return g.direct_a.base && g.direct_b.base && !g.direct_b.view.trans &&
+           g.m * g.n * g.k <= small_product_madds;
+  }
+}
+
+// Batch element bi of g by the small kernel (small_applies(g)), then its epilogue.
+template <class T>
+void small_one(const gemm_call<T>& g, std::int64_t bi) {
+  if constexpr (std::is_floating_point_v<T>) {
     constexpr int W = gemm_tile<T>::lanes;
+    const gemm_direct<T>&da = g.direct_a, &db = g.direct_b;
     // A(i, p) at a[i * ar + p * ac]: stored by rows, or transposed.
     const std::int64_t ar = da.view.trans ? 1 : da.view.ld, ac = da.view.trans ? da.view.ld : 1;
     const std::int64_t ldb = db.view.ld, full = g.n / W * W, tail = g.n - full;
-    auto one = [&](std::int64_t bi) {
-      const T *a = da.base, *b = db.base;
-      for (std::int64_t d = g.batch_rank - 1, r = bi; d >= 0; --d) {
-        a += (r % g.batch_shape[d]) * da.st[d];
-        b += (r % g.batch_shape[d]) * db.st[d];
-        r /= g.batch_shape[d];
-      }
-      T* const c = g.c + bi * g.m * g.n;
-      std::int64_t j = 0;
-      for (; j + 4 * W <= full; j += 4 * W)
-        small_rows<T, 4>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 4 * W);
-      switch ((full - j) / W) {
-      case 3:
-        small_rows<T, 3>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 3 * W);
-        break;
-      case 2:
-        small_rows<T, 2>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 2 * W);
-        break;
-      case 1:
-        small_rows<T, 1>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, W);
-        break;
-      default:
-        break;
-      }
-      if (tail) {
-        // B's last cols, a register wide per row (lanes past them are computed, not stored).
-        thread_local std::vector<T> rows;
-        const std::size_t need = std::size_t(std::max<std::int64_t>(g.k, 1) * W);
-        if (rows.size() < need) rows.assign(need, T(0));
-        for (std::int64_t p = 0; p < g.k; ++p)
-          std::memcpy(rows.data() + p * W, b + p * ldb + full, sizeof(T) * std::size_t(tail));
-        small_rows<T, 1>(g.m, g.k, a, ar, ac, rows.data(), W, c + full, g.n, int(tail));
-      }
-      if (g.epilogue) g.epilogue(g.epilogue_ctx, bi, 0, g.m, 0, g.n);
-    };
-    // Many of them: split over the threads by batch element, as the packed kernel does.
-    thread_pool& pool = thread_pool::instance();
-    const int threads =
-        g.blocking.threads > 0 ? std::min(g.blocking.threads, pool.threads()) : pool.threads();
-    if (g.batch > 1 && threads > 1 && g.batch * g.m * g.n * g.k >= (std::int64_t(1) << 22)) {
-      const int tasks = int(std::min<std::int64_t>(g.batch, 1 << 20));
-      pool.parallel_for(
-          tasks,
-          [&](int t) {
-            for (std::int64_t bi = g.batch * t / tasks; bi < g.batch * (t + 1) / tasks; ++bi)
-              one(bi);
-          },
-          threads);
-    } else {
-      for (std::int64_t bi = 0; bi < g.batch; ++bi)
-        one(bi);
+    const T *a = direct_at(g, da, bi), *b = direct_at(g, db, bi);
+    T* const c = g.c + bi * g.m * g.n;
+    std::int64_t j = 0;
+    for (; j + 4 * W <= full; j += 4 * W)
+      small_rows<T, 4>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 4 * W);
+    switch ((full - j) / W) {
+    case 3:
+      small_rows<T, 3>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 3 * W);
+      break;
+    case 2:
+      small_rows<T, 2>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, 2 * W);
+      break;
+    case 1:
+      small_rows<T, 1>(g.m, g.k, a, ar, ac, b + j, ldb, c + j, g.n, W);
+      break;
+    default:
+      break;
     }
-    return true;
+    if (tail) {
+      // B's last cols, a register wide per row (lanes past them are computed, not stored).
+      thread_local std::vector<T> rows;
+      const std::size_t need = std::size_t(std::max<std::int64_t>(g.k, 1) * W);
+      if (rows.size() < need) rows.assign(need, T(0));
+      for (std::int64_t p = 0; p < g.k; ++p)
+        std::memcpy(rows.data() + p * W, b + p * ldb + full, sizeof(T) * std::size_t(tail));
+      small_rows<T, 1>(g.m, g.k, a, ar, ac, rows.data(), W, c + full, g.n, int(tail));
+    }
+  } else {
+    (void)g, (void)bi;
   }
+  if (g.epilogue) g.epilogue(g.epilogue_ctx, bi, 0, g.m, 0, g.n);
 }
 
 } // namespace gemm_detail

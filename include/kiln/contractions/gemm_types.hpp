@@ -88,6 +88,24 @@ struct gemm_call {
   int batch_rank = 0;
 };
 
+// Where an operand read in place (`d`, one of g's) starts at batch element bi; null where it
+// is not read in place.
+template <class T>
+const T* direct_at(const gemm_call<T>& g, const gemm_direct<T>& d, std::int64_t bi) {
+  if (!d.base) return nullptr;
+  const T* p = d.base;
+  for (int i = g.batch_rank - 1; i >= 0; --i) {
+    p += (bi % g.batch_shape[i]) * d.st[i];
+    bi /= g.batch_shape[i];
+  }
+  return p;
+}
+
+// The threads a product may use: its tuned count, at most the pool's `pool`.
+inline int gemm_threads(const gemm_blocking& b, int pool) {
+  return b.threads > 0 && b.threads < pool ? b.threads : pool;
+}
+
 // Products run by the host kernel since the program started, and of them those that ran
 // with an epilogue (a fused pass): what the tests count to prove fusion.
 struct gemm_counts {

@@ -79,10 +79,9 @@ inline const space& host_gemm_tuning_space() {
 }
 
 inline kiln::detail::gemm_blocking host_gemm_choice(const kiln::detail::gemm_site& s) {
-  const bool by_default = kiln::detail::blas_by_default(s);
-  if (!host_lookup_wanted()) return {0, 0, 0, 0, by_default ? 1 : 0};
+  if (!host_lookup_wanted()) return {}; // the defaults: choose_gemm applies the rule
   const auto [id, memo] = detail::gemm_state(s);
-  const space& sp = detail::gemm_space_for(s.provider, by_default);
+  const space& sp = detail::gemm_space_for(s.provider, kiln::detail::blas_by_default(s));
   const size_bucket bucket{log2_floor(std::max<std::int64_t>(s.k, 1)),
                            log2_floor(std::max<std::int64_t>(s.batch * s.m * s.n, 1))};
   if (recording()) record_host(host_identity(), *id, bucket);
