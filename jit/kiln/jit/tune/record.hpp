@@ -306,30 +306,52 @@ inline void write_operand(token_writer& w, const storage& s, std::int64_t offset
     w.num(st[std::size_t(d)]);
 }
 
+// What begins every device launch's record: kind, device identity, kernel, bucket, the
+// device's name and the kernel's IR.
+inline void write_head(token_writer& w, const char* kind, const std::string& identity,
+                       const std::string& kernel, const size_bucket& bucket,
+                       const kiln::device& device, const ir::kernel_ir& ir) {
+  w.text(kind).text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
+  w.text(device.str().c_str());
+  write_ir(w, ir);
+}
+
+// A launch's extents (their count first); the rank.
+inline int write_extents(token_writer& w, const kiln::shape& extents) {
+  const int rank = extents.size();
+  w.num(rank);
+  for (int d = 0; d < rank; ++d)
+    w.num(extents[d]);
+  return rank;
+}
+
+// A launch's inputs (their count first), input i at strides[i], and its scalars' bits.
+inline void write_inputs(token_writer& w, std::span<const device_leaf> inputs,
+                         std::span<const operand_strides> strides, int rank) {
+  w.num(std::int64_t(inputs.size()));
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    write_operand(w, *inputs[i].storage, inputs[i].layout->offset, strides[i], rank);
+}
+inline void write_scalars(token_writer& w, std::span<const std::uint64_t> scalars) {
+  w.num(std::int64_t(scalars.size()));
+  for (auto b : scalars)
+    w.num(static_cast<std::int64_t>(b));
+}
+
 // kind device identity kernel bucket | device name | IR | launch
 inline void record_pass(const std::string& identity, const std::string& kernel,
                         const size_bucket& bucket, const device_pass& p) {
   const std::string key = "pass " + identity + " " + kernel + " " + format_bucket(bucket);
   record_line(key, [&] {
     token_writer w;
-    w.text("pass").text(identity.c_str()).text(kernel.c_str()).text(format_bucket(bucket).c_str());
-    w.text(p.targets.front()->device().str().c_str());
-    write_ir(w, p.lowered.ir);
-    const int rank = p.extents.size();
-    w.num(rank);
-    for (int d = 0; d < rank; ++d)
-      w.num(p.extents[d]);
+    write_head(w, "pass", identity, kernel, bucket, p.targets.front()->device(), p.lowered.ir);
+    const int rank = write_extents(w, p.extents);
     w.num(p.n);
     w.num(std::int64_t(p.targets.size()));
     for (std::size_t o = 0; o < p.targets.size(); ++o)
       write_operand(w, *p.targets[o], p.target_layouts[o]->offset, p.strides[o], rank);
-    w.num(std::int64_t(p.inputs.size()));
-    for (std::size_t i = 0; i < p.inputs.size(); ++i)
-      write_operand(w, *p.inputs[i].storage, p.inputs[i].layout->offset,
-                    p.strides[p.targets.size() + i], rank);
-    w.num(std::int64_t(p.scalars.size()));
-    for (auto b : p.scalars)
-      w.num(static_cast<std::int64_t>(b));
+    write_inputs(w, p.inputs, p.strides.subspan(p.targets.size()), rank);
+    write_scalars(w, p.scalars);
     return w.str();
   });
 }
@@ -339,21 +361,12 @@ inline void record_reduction(const std::string& identity, const std::string& ker
   const std::string key = "reduction " + identity + " " + kernel + " " + format_bucket(bucket);
   record_line(key, [&] {
     token_writer w;
-    w.text("reduction").text(identity.c_str()).text(kernel.c_str());
-    w.text(format_bucket(bucket).c_str()).text(r.out.device().str().c_str());
-    write_ir(w, r.lowered.ir);
+    write_head(w, "reduction", identity, kernel, bucket, r.out.device(), r.lowered.ir);
     w.text(r.info.name).num(r.info.builtin ? 1 : 0);
-    const int rank = r.extents.size();
-    w.num(rank);
-    for (int d = 0; d < rank; ++d)
-      w.num(r.extents[d]);
+    const int rank = write_extents(w, r.extents);
     w.num(r.count).num(r.nout).num(int(r.value)).num(int(r.result));
-    w.num(std::int64_t(r.inputs.size()));
-    for (std::size_t i = 0; i < r.inputs.size(); ++i)
-      write_operand(w, *r.inputs[i].storage, r.inputs[i].layout->offset, r.strides[i], rank);
-    w.num(std::int64_t(r.scalars.size()));
-    for (auto b : r.scalars)
-      w.num(static_cast<std::int64_t>(b));
+    write_inputs(w, r.inputs, r.strides, rank);
+    write_scalars(w, r.scalars);
     w.num(std::int64_t(r.params.size()));
     for (double q : r.params) {
       std::int64_t bits;
@@ -371,23 +384,15 @@ inline void record_contraction(const std::string& identity, const std::string& k
   const std::string key = "contraction " + identity + " " + kernel + " " + format_bucket(bucket);
   record_line(key, [&] {
     token_writer w;
-    w.text("contraction").text(identity.c_str()).text(kernel.c_str());
-    w.text(format_bucket(bucket).c_str()).text(c.targets.front()->device().str().c_str());
-    write_ir(w, c.lowered.ir);
+    write_head(w, "contraction", identity, kernel, bucket, c.targets.front()->device(),
+               c.lowered.ir);
     w.num(int(c.acc)).num(int(c.result)).num(c.batch_rank).num(c.product);
-    const int rank = c.extents.size();
-    w.num(rank);
-    for (int d = 0; d < rank; ++d)
-      w.num(c.extents[d]);
+    const int rank = write_extents(w, c.extents);
     w.num(std::int64_t(c.targets.size()));
     for (std::size_t o = 0; o < c.targets.size(); ++o)
       write_operand(w, *c.targets[o], c.target_offsets[o], c.target_strides[o], rank);
-    w.num(std::int64_t(c.inputs.size()));
-    for (std::size_t i = 0; i < c.inputs.size(); ++i)
-      write_operand(w, *c.inputs[i].storage, c.inputs[i].layout->offset, c.strides[i], rank);
-    w.num(std::int64_t(c.scalars.size()));
-    for (auto b : c.scalars)
-      w.num(static_cast<std::int64_t>(b));
+    write_inputs(w, c.inputs, c.strides, rank);
+    write_scalars(w, c.scalars);
     return w.str();
   });
 }

@@ -109,6 +109,7 @@ public:
     for (std::size_t o = 0; o < out_layouts_.size(); ++o) {
       targets_.push_back(outputs_[o].get());
       target_layouts_.push_back(&out_layouts_[o]);
+      target_offsets_.push_back(out_layouts_[o].offset);
     }
   }
 
@@ -118,14 +119,12 @@ public:
   void run() {
     device_executor& x = executor_of(kind == "reduction" ? *out_ : *outputs_.front(), "kiln-tune");
     if (kind == "contraction") {
-      std::vector<std::int64_t> offsets;
-      for (const layout& l : out_layouts_)
-        offsets.push_back(l.offset);
       const std::size_t nt = targets_.size();
-      if (!x.contract(device_contraction{
-              *lowered_, leaves_, scalars_, extents_,
-              std::span<const operand_strides>(strides_).subspan(nt), batch_rank_, acc_, result_,
-              targets_, offsets, std::span<const operand_strides>(strides_).first(nt), product_}))
+      if (!x.contract(device_contraction{*lowered_, leaves_, scalars_, extents_,
+                                         std::span<const operand_strides>(strides_).subspan(nt),
+                                         batch_rank_, acc_, result_, targets_, target_offsets_,
+                                         std::span<const operand_strides>(strides_).first(nt),
+                                         product_}))
         throw error("kiln-tune", "the device declines the recorded product",
                     device_name + ": its shape or buffers do not suit the contraction kernel "
                                   "under this configuration");
@@ -236,6 +235,7 @@ private:
   std::vector<device_leaf> leaves_;
   std::vector<const storage*> targets_;
   std::vector<const layout*> target_layouts_;
+  std::vector<std::int64_t> target_offsets_; // a contraction's
   std::vector<std::uint64_t> scalars_;
   std::vector<double> params_;
   std::shared_ptr<storage> out_;
