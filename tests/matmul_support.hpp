@@ -90,9 +90,23 @@ constexpr double eps() {
     return 0;
 }
 
+// Half the spacing of T's subnormals: the result's own rounding where it is subnormal, which
+// eps(T) times the value does not bound (an f16 result of 6.9e-6 rounds by up to 3e-8).
+template <class T>
+constexpr double subnormal_rounding() {
+  if constexpr (std::is_same_v<T, kiln::half>)
+    return 0x1p-25;
+  else if constexpr (std::is_floating_point_v<T>)
+    return std::numeric_limits<T>::denorm_min() / 2;
+  else if constexpr (std::is_same_v<T, kiln::bfloat16>)
+    return 0x1p-134;
+  else
+    return 0;
+}
+
 // Checks a result against the reference: exact for integers; for floats within
 // (k + 2) eps(acc) sum|a||b| (the classic bound of a k-term sum, eps of the accumulator: f32
-// for 16-bit floats), plus the result's own rounding.
+// for 16-bit floats), plus the result's own rounding (relative, or a subnormal's).
 template <class T>
 void check(const kiln::tensor<T>& got, const product& want, const std::string& what) {
   INFO(what);
@@ -102,9 +116,10 @@ void check(const kiln::tensor<T>& got, const product& want, const std::string& w
   std::size_t bad = 0;
   double worst = 0;
   for (std::size_t i = 0; i < g.v.size(); ++i) {
-    double tol = std::is_integral_v<T> ? 0.0
-                                       : (want.k + 2) * acc * want.scale[i] +
-                                             eps<T>() * std::fabs(want.v[i]) + 1e-300;
+    double tol = std::is_integral_v<T>
+                     ? 0.0
+                     : (want.k + 2) * acc * want.scale[i] + eps<T>() * std::fabs(want.v[i]) +
+                           subnormal_rounding<T>() + 1e-300;
     if (!std::isfinite(tol)) tol = 0; // a non-finite sum: compared by category below
     // NaN and infinities propagate as in the exact sum (the reference's IEEE arithmetic).
     const double err = std::isfinite(want.v[i]) ? std::fabs(g.v[i] - want.v[i])

@@ -8,6 +8,7 @@
 #include "cuda_support.hpp"
 #include "device_stand_in.hpp"
 #include "grad_support.hpp"
+#include "matmul_support.hpp"
 #include "metal_support.hpp"
 #include "support.hpp"
 
@@ -166,15 +167,7 @@ kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
   return fill(s).to(dev);
 }
 
-template <class T>
-constexpr double eps() {
-  if constexpr (std::is_same_v<T, kiln::half>)
-    return 1.0 / 1024;
-  else if constexpr (std::is_floating_point_v<T>)
-    return std::numeric_limits<T>::epsilon();
-  else
-    return 0;
-}
+using matmul_test::eps;
 
 template <class T>
 void check(const kiln::tensor<T>& got, const reference& want, const std::string& what) {
@@ -184,9 +177,11 @@ void check(const kiln::tensor<T>& got, const reference& want, const std::string&
   std::size_t bad = 0;
   for (std::size_t i = 0; i < g.size(); ++i) {
     // A sum of `terms` products: (terms + 2) eps sum|products| with the accumulator's eps
-    // (f32 for f16: every sum is f32's), plus the result's own rounding.
+    // (f32 for f16: every sum is f32's), plus the result's own rounding (relative, or a
+    // subnormal's).
     constexpr double acc = std::is_same_v<T, kiln::half> ? eps<float>() : eps<T>();
-    const double tol = (want.terms + 2) * acc * want.scale[i] + eps<T>() * std::fabs(want.v[i]);
+    const double tol = (want.terms + 2) * acc * want.scale[i] + eps<T>() * std::fabs(want.v[i]) +
+                       matmul_test::subnormal_rounding<T>();
     if (!(std::fabs(g[i] - want.v[i]) <= tol)) {
       UNSCOPED_INFO("element " << i << ": " << g[i] << " vs " << want.v[i] << " (tol " << tol
                                << ")");
