@@ -11,6 +11,7 @@
 #include "matmul_support.hpp"
 #include "metal_support.hpp"
 #include "support.hpp"
+#include "tune_support.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -353,6 +354,99 @@ TEST_CASE("einsum: operands that are expressions, results inside expressions and
         6);
 }
 
+// An einsum whose product is its output (the result's dims in the product's order, rows or
+// cols possibly merged from several labels) is one of the statement's products: the consuming
+// expression runs as its epilogue, and every mention of it is one product. The host kernel's
+// counts say how many products ran and how many were fused; values against double loops.
+TEST_CASE("einsum: the consuming expression is the product's epilogue on the host", "[host]") {
+  auto& counts = kiln::detail::host_gemm_counts();
+  auto run = [&](auto&& statement, std::uint64_t products, std::uint64_t fused,
+                 const char* what) {
+    const std::uint64_t p0 = counts.products, f0 = counts.fused;
+    statement();
+    INFO(what);
+    CHECK(counts.products - p0 == products);
+    CHECK(counts.fused - f0 == fused);
+  };
+  const std::int64_t nb = 3, m = 70, k = 45, n = 300; // several strips per row block
+  const auto xv = test::uniform<double>(nb * m * k, -1, 1), wv = test::uniform<double>(k * n, -1, 1),
+             bv = test::uniform<double>(n, -1, 1), cv = test::uniform<double>(nb * n, -1, 1);
+  const auto x = kiln::from(xv, {nb, m, k}), w = kiln::from(wv, {k, n}), b = kiln::from(bv, {n});
+  const auto wt = kiln::from(wv, {k, n}).transpose().eval(); // [n, k]
+  const auto c3 = kiln::from(cv, {nb, 1, n});
+  // z[e, i, j] = sum_q x[e, i, q] w[q, j] in double.
+  std::vector<double> z(nb * m * n, 0.0);
+  for (std::int64_t e = 0; e < nb * m; ++e)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t q = 0; q < k; ++q)
+        z[e * n + j] += xv[e * k + q] * wv[q * n + j];
+  auto want = [&](auto f) {
+    std::vector<double> v(z.size());
+    for (std::size_t i = 0; i < z.size(); ++i)
+      v[i] = f(z[i], i);
+    return v;
+  };
+  auto gelu = [](double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); };
+  using grad_test::check_close;
+  kiln::tensor<double> y = kiln::zeros<double>({nb, m, n}), pre = kiln::zeros<double>({nb, m, n});
+  // Rows of the product merged from the labels b and i: the bias reads through the merge.
+  run([&] { y = kiln::gelu(kiln::einsum("bij,jk->bik", x, w) + b); }, 1, 1, "bij,jk->bik");
+  check_close(read(y), want([&](double v, std::size_t i) { return gelu(v + bv[i % n]); }), 1e-12,
+              "gelu(einsum(bij,jk->bik) + b)");
+  run([&] { y = kiln::tanh(kiln::tensordot(x, w, 1)) * 2.0; }, 1, 1, "tensordot");
+  check_close(read(y), want([](double v, std::size_t) { return 2 * std::tanh(v); }), 1e-12,
+              "tanh(tensordot(x, w, 1)) * 2");
+  // A transposed operand, the product mentioned three times: one product, fused.
+  run(
+      [&] {
+        const auto e = kiln::einsum("bij,kj->bik", x, wt);
+        y = e * e - e;
+      },
+      1, 1, "mentioned three times");
+  check_close(read(y), want([](double v, std::size_t) { return v * v - v; }), 1e-12, "e e - e");
+  // Two outputs from one product and one epilogue.
+  run(
+      [&] {
+        const auto zz = kiln::einsum("bij,jk->bik", x, w) + b;
+        kiln::eval(pre = zz, y = kiln::relu(zz));
+      },
+      1, 1, "eval of two outputs");
+  check_close(read(pre), want([&](double v, std::size_t i) { return v + bv[i % n]; }), 1e-12,
+              "eval: pre");
+  check_close(read(y),
+              want([&](double v, std::size_t i) { return std::max(0.0, v + bv[i % n]); }), 1e-12,
+              "eval: relu(pre)");
+  // A leaf the merged rows cannot view (c3 differs along b, broadcast along i): the product,
+  // then the pass.
+  run([&] { y = kiln::einsum("bij,jk->bik", x, w) + c3; }, 1, 0, "a leaf the rows cannot view");
+  check_close(read(y),
+              want([&](double v, std::size_t i) { return v + cv[(i / (m * n)) * n + i % n]; }),
+              1e-12, "einsum + c3");
+  // With batch labels the product's dims are the output's: c3 reads as it is, fused.
+  const auto w3 = kiln::from(wv, {1, k, n}).broadcast_to({nb, k, n});
+  run([&] { y = kiln::einsum("bij,bjk->bik", x, w3) + c3; }, 1, 1, "batch labels");
+  check_close(read(y),
+              want([&](double v, std::size_t i) { return v + cv[(i / (m * n)) * n + i % n]; }),
+              1e-12, "einsum(bij,bjk->bik) + c3");
+  // The output in another order than the product's: computed, then a pass.
+  kiln::tensor<double> yt = kiln::zeros<double>({nb, n, m});
+  run([&] { yt = kiln::einsum("bij,jk->bki", x, w) + 1.0; }, 1, 0, "bki");
+  std::vector<double> ytw(z.size());
+  for (std::int64_t e = 0; e < nb; ++e)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        ytw[(e * n + j) * m + i] = z[(e * m + i) * n + j] + 1;
+  check_close(read(yt), ytw, 1e-12, "einsum(bij,jk->bki) + 1");
+  // Into its own operand: the kernel still reads it, so not fused, and right.
+  kiln::tensor<double> sq = kiln::from(test::uniform<double>(k * k, -1, 1), {k, k});
+  const kiln::tensor<double> sq2 = kiln::relu(kiln::matmul(sq, sq));
+  run([&] { sq = kiln::relu(kiln::einsum("ij,jk->ik", sq, sq)); }, 1, 0, "into an operand");
+  check_close(read(sq), read(sq2), 1e-12, "sq = relu(einsum(sq, sq))");
+  // dst = einsum(...) of the product's type: straight into dst.
+  run([&] { y = kiln::einsum("bij,jk->bik", x, w); }, 1, 0, "dst = einsum");
+  check_close(read(y), z, 1e-12, "y = einsum");
+}
+
 TEST_CASE("einsum: bad subscripts and shapes are a kiln::error naming them, where the node is "
           "built",
           "[host]") {
@@ -413,5 +507,40 @@ TEST_CASE("einsum: random subscripts on each GPU device match double sums",
                            "d/dx on " + dev->str());
     grad_test::check_close(read(gw), read(kiln::tensor<double>(dwh)), 1e-5,
                            "d/dw on " + dev->str());
+    // The consuming expression as the contraction kernel's epilogue: one launch, where the
+    // output is the product's dims and where its rows merge two labels (the bias read
+    // through the merge); a leaf the merge cannot view runs the product, then a pass.
+    const std::int64_t nb = 2, m = 19, k = 7, n = 23;
+    const auto av = test::uniform<double>(nb * m * k, -1, 1),
+               bv = test::uniform<double>(k * n, -1, 1), cv = test::uniform<double>(nb * n, -1, 1);
+    // (made in f32 here: Metal has no f64)
+    auto f32 = [&](const std::vector<double>& v, const kiln::shape& s) {
+      return kiln::cast<float>(kiln::from(v, s)).eval().to(*dev);
+    };
+    const auto a32 = f32(av, {nb, m, k}), b32 = f32(bv, {k, n}), c332 = f32(cv, {nb, 1, n});
+    const auto c32 = f32(std::vector<double>(cv.begin(), cv.begin() + n), {n});
+    std::vector<double> z(nb * m * n, 0.0);
+    for (std::int64_t e = 0; e < nb * m; ++e)
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t q = 0; q < k; ++q)
+          z[e * n + j] += av[e * k + q] * bv[q * n + j];
+    kiln::tensor<float> y = kiln::zeros<float>({nb, m, n}).to(*dev);
+    for (int form = 0; form < 3; ++form) {
+      const auto launches = tune_test::launches_of([&] {
+        if (form == 0)
+          y = kiln::relu(kiln::einsum("bij,bjk->bik", a32, b32.unsqueeze(0).broadcast_to(
+                                                                {nb, k, n})) + c32);
+        else if (form == 1)
+          y = kiln::relu(kiln::einsum("bij,jk->bik", a32, b32) + c32);
+        else
+          y = kiln::relu(kiln::einsum("bij,jk->bik", a32, b32) + c332);
+      });
+      std::vector<double> want(z.size());
+      for (std::size_t i = 0; i < z.size(); ++i)
+        want[i] = std::max(0.0, z[i] + (form < 2 ? cv[i % n] : cv[(i / (m * n)) * n + i % n]));
+      INFO("form " << form << " on " << dev->str());
+      CHECK(launches.size() == (form < 2 ? 1u : 2u));
+      grad_test::check_close(read(y), want, 1e-5, "relu(einsum + c) on " + dev->str());
+    }
   }
 }

@@ -8,8 +8,9 @@
 // pass over broadcast views. The result is written in the output's order (through a view
 // where that is the product's own order, else copied once). Operand expressions are evaluated
 // first, in the result's accumulator type (f32, f64 or i64, as matmul's sums: a copy of an
-// operand of another type), and the consuming expression is a pass of its own: matmul is the
-// fused form.
+// operand of another type). Where the product is the output (its dims in the product's
+// order), the einsum is one of its statement's products (epilogue.hpp): its consumer is the
+// product's epilogue, as a matmul's is.
 #include "kiln/contractions/einsum_plan.hpp"
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/creation.hpp"
@@ -106,64 +107,98 @@ tensor<T> as_matrix(const einsum_plan& p, const tensor<T>& t, const label_view& 
   return tensor<T>(t.storage(), l).clone().reshape(target);
 }
 
-// The plan run over tensors ta and tb of the accumulator type (tb unused with one operand),
-// on ta's device.
-template <class R, class Acc = matmul_acc_t<R>>
-KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const tensor<Acc>& ta,
-                                    const tensor<Acc>& tb) {
-  const kiln::device where = ta.device();
-  label_view va = distinct_view(p, p.in[0], ta.layout()), vb;
-  const tensor<Acc> fa = fold_away(p, 0, ta, va);
-  tensor<Acc> fb;
-  if (p.operands == 2) {
-    vb = distinct_view(p, p.in[1], tb.layout());
-    fb = fold_away(p, 1, tb, vb);
+// A plan lowered over operand tensors ta and tb of the accumulator type (tb unused with one
+// operand): each operand's distinct-label view with its summed-away labels folded, the
+// labels' roles, and, where labels are contracted, the batched product's operands as
+// matrices.
+template <class Acc>
+struct einsum_lowering {
+  label_view va, vb;
+  tensor<Acc> fa, fb;
+  einsum_roles r;
+  einsum_labels bound; // the output's labels an operand has, once each
+  einsum_labels nat;   // the product's own order: batch, a's free, b's free
+  bool direct = true;  // bound is the output (not an adjoint's diagonal or broadcast)
+  tensor<Acc> ma, mb;  // where r.contracted is not empty
+  contraction c;
+  // Whether the product's result, stored contiguously, is the output (the same elements in
+  // the same order): then it is computed straight into the output.
+  bool product_is_output(const einsum_plan& p) const {
+    if (r.contracted.empty() || !direct) return false;
+    const label_view vo{layout::contiguous(bound_shape(p)), bound};
+    const auto into = views::try_reshape(arranged(p, vo, nat), c.out);
+    return into && into->is_contiguous();
   }
-  const einsum_roles r = roles_of(p, va.labels, vb.labels);
+  kiln::shape bound_shape(const einsum_plan& p) const {
+    kiln::shape s;
+    for (const std::int8_t x : bound)
+      s.push_back(p.extent[x]);
+    return s;
+  }
+};
+
+template <class Acc>
+einsum_lowering<Acc> lower_einsum(const einsum_plan& p, const tensor<Acc>& ta,
+                                  const tensor<Acc>& tb) {
+  einsum_lowering<Acc> w;
+  w.va = distinct_view(p, p.in[0], ta.layout());
+  w.fa = fold_away(p, 0, ta, w.va);
+  if (p.operands == 2) {
+    w.vb = distinct_view(p, p.in[1], tb.layout());
+    w.fb = fold_away(p, 1, tb, w.vb);
+  }
+  w.r = roles_of(p, w.va.labels, w.vb.labels);
+  for (const std::int8_t x : p.out)
+    if (!einsum_plan::has(w.bound, x) &&
+        (einsum_plan::has(w.va.labels, x) || einsum_plan::has(w.vb.labels, x)))
+      w.bound.push_back(x);
+  w.direct = w.bound == p.out;
+  w.nat = joined({&w.r.batch, &w.r.free_a, &w.r.free_b});
+  if (!w.r.contracted.empty()) {
+    w.ma = as_matrix(p, w.fa, w.va, w.r, w.r.free_a, w.r.contracted);
+    w.mb = as_matrix(p, w.fb, w.vb, w.r, w.r.contracted, w.r.free_b);
+    w.c = make_contraction("einsum", w.ma.shape(),
+                           w.r.free_a.empty() ? matrix_form::row : matrix_form::full,
+                           w.mb.shape(),
+                           w.r.free_b.empty() ? matrix_form::column : matrix_form::full);
+  }
+  return w;
+}
+
+// The plan run over its lowering w, on `where`.
+template <class R, class Acc = matmul_acc_t<R>>
+KILN_STATEMENT tensor<R> run_einsum(const einsum_plan& p, const einsum_lowering<Acc>& w,
+                                    const kiln::device& where) {
+  const einsum_roles& r = w.r;
   // The result over the output's labels that an operand has (all of them, once each, unless
   // this is an adjoint writing a diagonal or broadcasting).
-  einsum_labels bound;
-  for (const std::int8_t x : p.out)
-    if (!einsum_plan::has(bound, x) &&
-        (einsum_plan::has(va.labels, x) || einsum_plan::has(vb.labels, x)))
-      bound.push_back(x);
-  const bool direct = bound == p.out;
-  kiln::shape bound_shape;
-  for (const std::int8_t x : bound)
-    bound_shape.push_back(p.extent[x]);
-  const tensor<R> out(bound_shape, where);
-  const label_view vo{out.layout(), bound};
-  const einsum_labels nat = joined({&r.batch, &r.free_a, &r.free_b});
-  const layout onat = arranged(p, vo, nat);
+  const tensor<R> out(w.bound_shape(p), where);
+  const label_view vo{out.layout(), w.bound};
+  const layout onat = arranged(p, vo, w.nat);
   if (r.contracted.empty()) {
-    const tensor<Acc> xa(fa.storage(), arranged(p, va, nat));
+    const tensor<Acc> xa(w.fa.storage(), arranged(p, w.va, w.nat));
     if (p.operands == 1) {
       assign(tensor<R>(out.storage(), onat), kiln::cast<R>(xa));
     } else {
-      const tensor<Acc> xb(fb.storage(), arranged(p, vb, nat));
+      const tensor<Acc> xb(w.fb.storage(), arranged(p, w.vb, w.nat));
       assign(tensor<R>(out.storage(), onat), kiln::cast<R>(xa * xb));
     }
   } else {
-    const tensor<Acc> ma = as_matrix(p, fa, va, r, r.free_a, r.contracted);
-    const tensor<Acc> mb = as_matrix(p, fb, vb, r, r.contracted, r.free_b);
-    const contraction c = make_contraction(
-        "einsum", ma.shape(), r.free_a.empty() ? matrix_form::row : matrix_form::full, mb.shape(),
-        r.free_b.empty() ? matrix_form::column : matrix_form::full);
-    const auto into = views::try_reshape(onat, c.out);
+    const auto into = views::try_reshape(onat, w.c.out);
     const bool in_place = into && into->is_contiguous();
-    const tensor<R> dst = in_place ? tensor<R>(out.storage(), *into) : tensor<R>(c.out, where);
+    const tensor<R> dst = in_place ? tensor<R>(out.storage(), *into) : tensor<R>(w.c.out, where);
     if (where.is_host())
-      host_matmul(dst, ma, mb, c);
+      host_matmul(dst, w.ma, w.mb, w.c);
     else
-      device_matmul(dst, ma, mb, c);
+      device_matmul(dst, w.ma, w.mb, w.c);
     if (!in_place) {
       kiln::shape ns;
-      for (const std::int8_t x : nat)
+      for (const std::int8_t x : w.nat)
         ns.push_back(p.extent[x]);
       assign(tensor<R>(out.storage(), onat), dst.reshape(ns));
     }
   }
-  if (direct) return out;
+  if (w.direct) return out;
   // An adjoint's result: zeros off its diagonals, broadcast along labels no operand has.
   const tensor<R> full = kiln::zeros<R>(p.out_shape, where);
   const label_view vf = distinct_view(p, p.out, full.layout());
@@ -191,19 +226,48 @@ void require_einsum_operand() {
 
 } // namespace detail
 
-// The contraction, computed where its operands live (the first operand's device).
+namespace detail {
+
+template <class A, class B>
+inline constexpr bool has_top_product<einsum_node<A, B>> = !std::is_same_v<B, einsum_unit>;
+
+// The contraction's result, computed where its operands live (the first operand's device).
+// Within a statement (ctx not null), an einsum whose product is its output is one of the
+// statement's products (epilogue.hpp): shared with every occurrence of the same product,
+// and, with `defer`, computed when the statement runs it, with its consumer as the epilogue.
+template <class A, class B>
+tensor<value_t<einsum_node<A, B>>> einsum_result(const einsum_node<A, B>& n,
+                                                 product_context* ctx, bool defer) {
+  using R = value_t<einsum_node<A, B>>;
+  using C = matmul_acc_t<R>;
+  const tensor<C> ta = einsum_operand<C>(n.a);
+  // (tb bound once: assigning a tensor writes into its elements)
+  const tensor<C> tb = [&] {
+    if constexpr (std::is_same_v<B, einsum_unit>) {
+      return ta;
+    } else {
+      tensor<C> t = einsum_operand<C>(n.b);
+      check_devices(t, ta.device(), "einsum");
+      return t;
+    }
+  }();
+  const einsum_lowering<C> w = lower_einsum(n.p, ta, tb);
+  if (ctx != nullptr && w.product_is_output(n.p))
+    return shared_product<R>(w.c, w.ma, w.mb, ta.device(), n.p.out_shape, *ctx, defer);
+  return run_einsum<R>(n.p, w, ta.device());
+}
+
+template <class A, class B>
+auto materialize_top(const einsum_node<A, B>& n, product_context& ctx) {
+  return einsum_result(n, &ctx, true);
+}
+
+} // namespace detail
+
 template <class A, class B>
 KILN_STATEMENT auto materialize(const einsum_node<A, B>& n) {
-  using R = value_t<einsum_node<A, B>>;
-  using C = detail::matmul_acc_t<R>;
-  const tensor<C> ta = detail::einsum_operand<C>(n.a);
-  if constexpr (std::is_same_v<B, einsum_unit>) {
-    return detail::run_einsum<R>(n.p, ta, ta);
-  } else {
-    const tensor<C> tb = detail::einsum_operand<C>(n.b);
-    detail::check_devices(tb, ta.device(), "einsum");
-    return detail::run_einsum<R>(n.p, ta, tb);
-  }
+  return detail::einsum_result(
+      n, detail::statement_open() ? &detail::statement_products() : nullptr, false);
 }
 
 // numpy's einsum for one or two operands: "ij,jk->ik", "bij,bkj->bik", "ii->i" (a

@@ -16,6 +16,7 @@
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/contractions/strip_pass.hpp"
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,9 @@ public:
     run(epilogue, ctx);
   }
   const contraction& shape() const { return c_; }
+  // The result's shape: the product's (c_.out) or, for an einsum, the same elements in the
+  // same order under the output's dims.
+  const kiln::shape& result_shape() const { return result_; }
   const void* tag() const { return tag_; }
   // Computes the result straight into a whole contiguous tensor of its shape and dtype
   // (`dst = matmul(a, b)`), where that target is not an operand; false: nothing done.
@@ -45,8 +49,8 @@ public:
   bool done() const { return done_; }
   // Whether an occurrence of node type `tag` over `leaves` and `scalars` is this product.
   bool is(const void* tag, std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
-          const contraction& c) const {
-    if (tag != tag_ || c.fa != c_.fa || c.fb != c_.fb || c.out_t != c_.out_t ||
+          const contraction& c, const kiln::shape& result) const {
+    if (tag != tag_ || c.fa != c_.fa || c.fb != c_.fb || c.out_t != c_.out_t || result != result_ ||
         leaves.size() != leaves_.size() || scalars.size() != scalars_.size())
       return false;
     for (std::size_t i = 0; i < leaves.size(); ++i)
@@ -73,39 +77,66 @@ public:
   virtual bool fuse_on_device(const device_epilogue& e, lowering_table& table) = 0;
 
 protected:
-  deferred_product(const void* tag, const contraction& c, bool fusable)
-      : tag_(tag), c_(c), fusable_(fusable) {}
+  deferred_product(const void* tag, const contraction& c, const kiln::shape& result, bool fusable)
+      : tag_(tag), c_(c), result_(result), fusable_(fusable) {}
   virtual void run(gemm_epilogue epilogue, const void* ctx) = 0;
   const void* tag_;
   contraction c_;
+  kiln::shape result_;
   bool fusable_;
   bool done_ = false;
   std::vector<flat_leaf> leaves_; // pointing into the operands the derived class holds
   std::vector<flat_scalar> scalars_;
 };
 
+// Layout l, of (or broadcast to) an einsum's output shape `from`, viewed as its product's dims
+// `to` (the same elements in the same order: rows or cols merged from several labels) and kept
+// in `keep`; false where its strides do not allow it.
+inline bool view_as_product(const layout*& l, const kiln::shape& from, const kiln::shape& to,
+                            std::deque<layout>& keep) {
+  const auto m = views::try_reshape(views::broadcast_to(*l, from, "einsum"), to);
+  if (m) l = &keep.emplace_back(*m);
+  return m.has_value();
+}
+
 template <class R, class A, class B>
 class deferred_matmul final : public deferred_product {
 public:
   static constexpr char tag = 0;
-  deferred_matmul(const contraction& c, A a, B b, const kiln::device& where)
-      : deferred_product(&tag, c, std::is_same_v<R, matmul_acc_t<R>>), out(c.out, where),
+  deferred_matmul(const contraction& c, A a, B b, const kiln::device& where,
+                  const kiln::shape& result)
+      : deferred_product(&tag, c, result, std::is_same_v<R, matmul_acc_t<R>>), out(c.out, where),
         a_(std::move(a)), b_(std::move(b)) {
     const flat_pass<A, B> f(a_, b_);
     leaves_.assign(f.leaf_span().begin(), f.leaf_span().end());
     scalars_.assign(f.scalar_span().begin(), f.scalar_span().end());
   }
-  tensor<R> out;
+  tensor<R> out; // of the product's shape
+  tensor<R> result() const { return out.reshape(result_); }
   bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) override {
     if (done_ || !out.device().is_host() || t != dtype_of<R>() || !l.is_contiguous() ||
-        l.shape != c_.out || reads(flat_leaf{st.get(), &l, t}))
+        l.shape != result_ || reads(flat_leaf{st.get(), &l, t}))
       return false;
+    const auto m = views::try_reshape(l, c_.out);
+    if (!m) return false;
     done_ = true;
-    host_matmul(tensor<R>(st, l), a_, b_, c_);
+    host_matmul(tensor<R>(st, *m), a_, b_, c_);
     return true;
   }
   bool fuse_on_device(const device_epilogue& e, lowering_table& table) override {
-    if (done_ || !device_contract(out, a_, b_, c_, &e, &table)) return false;
+    if (done_) return false;
+    if (result_ == c_.out) {
+      if (!device_contract(out, a_, b_, c_, &e, &table)) return false;
+    } else { // an einsum's output: the epilogue's layouts as the product's dims
+      std::deque<layout> keep;
+      std::vector<flat_leaf> leaves(e.leaves.begin(), e.leaves.end()),
+          targets(e.targets.begin(), e.targets.end());
+      for (auto* v : {&leaves, &targets})
+        for (flat_leaf& f : *v)
+          if (!view_as_product(f.layout, result_, c_.out, keep)) return false;
+      const device_epilogue r{e.exprs, leaves, e.scalars, targets};
+      if (!device_contract(out, a_, b_, c_, &r, &table)) return false;
+    }
     done_ = true;
     return true;
   }
@@ -144,6 +175,26 @@ const scalar_expr<T>& materialize_top(const scalar_expr<T>& s, product_context&)
 }
 template <class Op, class... C>
 auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx);
+// The result (of shape `result`: c.out's elements in their order) of the product of a and b
+// as c reads them, in the statement's products ctx: computed now (or, with `defer`, when the
+// statement runs it), shared by every occurrence of the same product.
+template <class R, class Ma, class Mb>
+tensor<R> shared_product(const contraction& c, const Ma& a, const Mb& b,
+                         const kiln::device& where, const kiln::shape& result,
+                         product_context& ctx, bool defer) {
+  const flat_pass<Ma, Mb> f(a, b);
+  for (const auto& d : ctx.products)
+    if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), c, result)) {
+      if (!defer) d->compute();
+      return static_cast<const deferred_matmul<R, Ma, Mb>&>(*d).result();
+    }
+  auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(c, a, b, where, result);
+  if (!defer) d->compute();
+  tensor<R> out = d->result();
+  ctx.products.push_back(std::move(d));
+  return out;
+}
+
 // A product's result: computed now (or, with `defer`, when the statement runs it), shared by
 // every occurrence of the same product in ctx, the statement's products (null: outside a
 // statement, computed on its own). Operand expressions are materialized first; on a device,
@@ -168,17 +219,7 @@ auto product_result(const matmul_node<A, B>& n, product_context* ctx, bool defer
       device_matmul(out, a, b, n.c);
     return out;
   }
-  const flat_pass<Ma, Mb> f(a, b);
-  for (const auto& d : ctx->products)
-    if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), n.c)) {
-      if (!defer) d->compute();
-      return static_cast<const deferred_matmul<R, Ma, Mb>&>(*d).out;
-    }
-  auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(n.c, a, b, where);
-  if (!defer) d->compute();
-  tensor<R> out = d->out;
-  ctx->products.push_back(std::move(d));
-  return out;
+  return shared_product<R>(n.c, a, b, where, n.c.out, *ctx, defer);
 }
 
 // The products of the statement this thread runs (eval/assign.hpp's statement_scope): one
@@ -209,17 +250,43 @@ decltype(auto) materialized_top(const E& e, product_context& ctx) {
     return materialize_top(e, ctx);
 }
 
+// The pass of the outputs (their shape the product's) as the epilogue of product d.
+inline void fused_runner_product(deferred_product& d, const host_kernel_ref& k,
+                                 std::span<const host_output> outs,
+                                 std::span<const flat_leaf> leaves,
+                                 std::span<const flat_scalar> scalars) {
+  const contraction& c = d.shape();
+  strip_pass p{k, outs, leaves, scalars, c.out, int(c.batch.size()), true, true};
+  // The kernel's rows and cols: the result's, or its transpose's where it is stored so.
+  p.has_rows = c.out_t ? has_cols(c.fb) : has_rows(c.fa);
+  p.has_cols = c.out_t ? has_rows(c.fa) : has_cols(c.fb);
+  d.compute(&run_strip, &p);
+}
+
 // The pass of a statement's outputs as the epilogue of the product `ctx` points at.
 inline void fused_runner(const void* ctx, const host_kernel_ref& k,
                          std::span<const host_output> outs, std::span<const flat_leaf> leaves,
                          std::span<const flat_scalar> scalars, const kiln::shape& shape) {
   auto& d = *static_cast<deferred_product*>(const_cast<void*>(ctx));
   const contraction& c = d.shape();
-  strip_pass p{k, outs, leaves, scalars, shape, int(c.batch.size()), true, true};
-  // The kernel's rows and cols: the result's, or its transpose's where it is stored so.
-  p.has_rows = c.out_t ? has_cols(c.fb) : has_rows(c.fa);
-  p.has_cols = c.out_t ? has_rows(c.fa) : has_cols(c.fb);
-  d.compute(&run_strip, &p);
+  if (shape != c.out) { // an einsum's output: its layouts as the product's dims
+    std::deque<layout> keep;
+    std::vector<host_output> o(outs.begin(), outs.end());
+    std::vector<flat_leaf> f(leaves.begin(), leaves.end());
+    bool all = true;
+    for (host_output& x : o)
+      all = all && view_as_product(x.layout, shape, c.out, keep);
+    for (flat_leaf& x : f)
+      all = all && view_as_product(x.layout, shape, c.out, keep);
+    if (!all) { // a layout the product's dims cannot view: the product, then the pass
+      d.compute();
+      run_host_pass(k, outs, leaves, scalars, shape);
+      return;
+    }
+    fused_runner_product(d, k, o, f, scalars);
+    return;
+  }
+  fused_runner_product(d, k, outs, leaves, scalars);
 }
 
 // The lowerings of device epilogues of output expressions Tup, per product type (its tag).
@@ -263,7 +330,7 @@ void run_with_products(product_context& ctx, std::size_t first, const Tup& outs,
     for (std::size_t i = first; i < ctx.products.size(); ++i) {
       deferred_product* d = ctx.products[i].get();
       // (On a device the kernel converts the product to its type before the epilogue.)
-      bool ok = !d->done() && (d->fusable() || !on_host) && d->shape().out == s;
+      bool ok = !d->done() && (d->fusable() || !on_host) && d->result_shape() == s;
       for (const flat_leaf& t : targets)
         ok = ok && !d->reads(t);
       if (ok) {
