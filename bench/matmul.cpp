@@ -9,7 +9,7 @@
 // OMP_WAIT_POLICY=passive, unless set), as kiln's pool does after a short spin.
 //
 // OpenBLAS is opened at run time (libopenblas.so.0; KILN_BENCH_OPENBLAS names another
-// file): without it its columns say n/a. Usage: bench_matmul [--quick].
+// file): without it its columns say n/a. Usage: bench_matmul [--quick | --fused].
 #include <kiln/kiln.hpp>
 
 #include <Eigen/Core>
@@ -189,6 +189,8 @@ int main(int argc, char** argv) {
   ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
   ::setenv("OMP_WAIT_POLICY", "passive", 0);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  // --fused: the fused products' table only (quick rounds).
+  const bool only_fused = argc > 1 && std::strcmp(argv[1], "--fused") == 0;
   const openblas ob;
   // kiln's figures are its own kernel's (the column "kiln, default" is what a user gets).
   kiln::set_blas_use(kiln::blas_use::never);
@@ -198,6 +200,7 @@ int main(int argc, char** argv) {
               "OpenBLAS | kiln / Eigen | kiln, default (provider by the rule) "
               "|\n|---|---|---|---|---|---|---|---|---|\n");
   for (int threads : {1, std::min(2, hw)}) {
+    if (only_fused) break;
     kiln::thread_pool::instance().set_threads(threads);
     if (ob.ok()) ob.set_threads(threads);
     Eigen::setNbThreads(threads);
@@ -222,7 +225,8 @@ int main(int argc, char** argv) {
               "|\n|---|---|---|---|---|---|---|---|---|---|---|\n",
               std::min(2, hw));
   for (std::int64_t k : {64, 128, 256, 1024})
-    fused(ob, 2048, 2048, k, quick);
+    fused(ob, 2048, 2048, k, quick || only_fused);
+  if (only_fused) return 0;
   std::printf("\nA layer's value and gradients, f32, %d threads (ms):\n\n| m x n x k | forward "
               "x w | loss, dW, db (one eval) | ratio |\n|---|---|---|---|\n",
               std::min(2, hw));

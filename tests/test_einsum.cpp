@@ -390,7 +390,9 @@ TEST_CASE("einsum: the consuming expression is the product's epilogue on the hos
   using grad_test::check_close;
   kiln::tensor<double> y = kiln::zeros<double>({nb, m, n}), pre = kiln::zeros<double>({nb, m, n});
   // Rows of the product merged from the labels b and i: the bias reads through the merge.
+  const std::uint64_t into0 = counts.in_output;
   run([&] { y = kiln::gelu(kiln::einsum("bij,jk->bik", x, w) + b); }, 1, 1, "bij,jk->bik");
+  CHECK(counts.in_output - into0 == 1); // computed into y, the epilogue in place
   check_close(read(y), want([&](double v, std::size_t i) { return gelu(v + bv[i % n]); }), 1e-12,
               "gelu(einsum(bij,jk->bik) + b)");
   run([&] { y = kiln::tanh(kiln::tensordot(x, w, 1)) * 2.0; }, 1, 1, "tensordot");

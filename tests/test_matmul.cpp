@@ -12,6 +12,7 @@
 #include "metal_support.hpp"
 #include "support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -506,6 +507,74 @@ TEST_CASE("matmul: the consuming expression is the product's epilogue on the hos
       wantb.push_back(std::tanh(s));
     }
   check_close(read(ob).v, wantb, 1e-12, "tanh(xb w + b)");
+}
+
+// A fused product whose one output can hold it (contiguous, of its shape and dtype, read by
+// no other leaf) is computed into that output and the epilogue runs there in place; the
+// counts say where, and each value is checked against double loops, with the cases that
+// must keep the product's temporary.
+TEST_CASE("matmul: a fused product is computed into its output where no other leaf reads it",
+          "[host]") {
+  auto& counts = kiln::detail::host_gemm_counts();
+  const layer L(260, 90, 530);
+  const std::int64_t n = L.n, h = L.h;
+  const auto &x = L.x, &w = L.w, &b = L.b;
+  const auto &z = L.z, &bv = L.bv;
+  using grad_test::check_close;
+  auto run = [&](auto&& statement, std::uint64_t fused, std::uint64_t in_output,
+                 const char* what) {
+    const std::uint64_t f0 = counts.fused, i0 = counts.in_output;
+    statement();
+    INFO(what);
+    CHECK(counts.fused - f0 == fused);
+    CHECK(counts.in_output - i0 == in_output);
+  };
+  auto want = [&](auto f) {
+    std::vector<double> v(z.size());
+    for (std::size_t i = 0; i < z.size(); ++i)
+      v[i] = f(z[i], i);
+    return v;
+  };
+  auto relu = [](double v) { return std::max(0.0, v); };
+  kiln::tensor<double> out = kiln::zeros<double>({n, h});
+  run([&] { out = kiln::tanh(kiln::matmul(x, w) + b); }, 1, 1, "tanh(x w + b)");
+  check_close(read(out).v, want([](double v, std::size_t) { return std::tanh(v); }), 1e-12,
+              "tanh(x w + b)");
+  // A target inside a larger tensor (an offset): the rest of it is left alone.
+  kiln::tensor<double> big = kiln::zeros<double>({3, n, h});
+  run([&] { big.narrow(0, 1, 1).squeeze(0) = kiln::relu(kiln::matmul(x, w) + b); }, 1, 1,
+      "into big[1]");
+  const values bigv = read(big);
+  const std::vector<double> mid(bigv.v.begin() + n * h, bigv.v.begin() + 2 * n * h);
+  check_close(mid, want([&](double v, std::size_t) { return relu(v); }), 1e-12, "big[1]");
+  CHECK(std::all_of(bigv.v.begin(), bigv.v.begin() + n * h, [](double v) { return v == 0; }));
+  CHECK(std::all_of(bigv.v.begin() + 2 * n * h, bigv.v.end(), [](double v) { return v == 0; }));
+  // The target is also a leaf: its old values are read, so the product keeps its temporary.
+  const std::vector<double> old = read(out).v;
+  run([&] { out = kiln::relu(kiln::matmul(x, w)) + out; }, 1, 0, "relu(x w) + out");
+  check_close(read(out).v,
+              want([&](double v, std::size_t i) { return relu(v - bv[i % h]) + old[i]; }), 1e-12,
+              "relu(x w) + out");
+  // A target stored transposed, or two outputs: the temporary too.
+  kiln::tensor<double> ot = kiln::zeros<double>({h, n});
+  run([&] { ot.transpose() = kiln::relu(kiln::matmul(x, w) + b); }, 1, 0, "transposed target");
+  check_close(read(kiln::tensor<double>(ot.transpose().clone())).v,
+              want([&](double v, std::size_t) { return relu(v); }), 1e-12, "transposed target");
+  kiln::tensor<double> pre = kiln::zeros<double>({n, h});
+  run(
+      [&] {
+        const auto zz = kiln::matmul(x, w) + b;
+        kiln::eval(pre = zz, out = kiln::relu(zz));
+      },
+      1, 0, "two outputs");
+  check_close(read(pre).v, z, 1e-12, "eval: pre");
+  check_close(read(out).v, want([&](double v, std::size_t) { return relu(v); }), 1e-12,
+              "eval: relu");
+  // A target of another dtype: fused (the pass converts), into the temporary.
+  kiln::tensor<float> of = kiln::zeros<float>({n, h});
+  run([&] { of = kiln::relu(kiln::matmul(x, w) + b); }, 1, 0, "f32 target of an f64 product");
+  check_close(read(of).v, want([&](double v, std::size_t) { return relu(v); }), 1e-6,
+              "f32 target");
 }
 
 TEST_CASE("matmul: a product of more than 2^31 elements on the host", "[host][big]") {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace kiln::detail {
@@ -75,6 +76,14 @@ public:
   // On a device: the product with `e`'s outputs as its epilogue, in one kernel (lowerings in
   // `table`); false, having done nothing, where the device declines it.
   virtual bool fuse_on_device(const device_epilogue& e, lowering_table& table) = 0;
+  // The result's memory (what the statement's leaves read) and its dtype.
+  virtual const kiln::storage* result_storage() const = 0;
+  virtual dtype result_type() const = 0;
+  // On the host: computes the product into the contiguous host memory at `data` (layout l, of
+  // the product's shape and the result's dtype) instead of the result, handing each finished
+  // strip to `epilogue`.
+  virtual void compute_at(void* data, const layout& l, gemm_epilogue epilogue,
+                          const void* ctx) = 0;
 
 protected:
   deferred_product(const void* tag, const contraction& c, const kiln::shape& result, bool fusable)
@@ -113,6 +122,19 @@ public:
   }
   tensor<R> out; // of the product's shape
   tensor<R> result() const { return out.reshape(result_); }
+  const kiln::storage* result_storage() const override { return out.storage().get(); }
+  dtype result_type() const override { return dtype_of<R>(); }
+  void compute_at(void* data, const layout& l, gemm_epilogue epilogue, const void* ctx) override {
+    if (done_) return;
+    done_ = true;
+    // (borrowed: the target's memory, not freed here)
+    const auto st = std::make_shared<kiln::storage>(dtype_of<R>(), l.offset + numel(c_.out),
+                                                    static_cast<R*>(data) - l.offset);
+    if constexpr (std::is_same_v<R, matmul_acc_t<R>>)
+      host_matmul(tensor<R>(st, l), a_, b_, c_, epilogue, ctx);
+    else
+      host_matmul(tensor<R>(st, l), a_, b_, c_); // (not fused: no epilogue is handed here)
+  }
   bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) override {
     if (done_ || !out.device().is_host() || t != dtype_of<R>() || !l.is_contiguous() ||
         l.shape != result_ || reads(flat_leaf{st.get(), &l, t}))
@@ -250,17 +272,63 @@ decltype(auto) materialized_top(const E& e, product_context& ctx) {
     return materialize_top(e, ctx);
 }
 
-// The pass of the outputs (their shape the product's) as the epilogue of product d.
+// Whether the one output `o` of a fused product d can hold the product itself: contiguous, of
+// the product's shape and dtype, and sharing no byte with a leaf other than the product's
+// result (which the epilogue then reads where the kernel stored it, each element before it
+// is overwritten: an elementwise pass reads an element's own position only).
+inline bool product_in_output(const deferred_product& d, const host_output& o,
+                              std::span<const flat_leaf> leaves) {
+  const kiln::shape& s = d.shape().out;
+  if (!o.active || o.type != d.result_type() || !o.layout->is_contiguous() || o.layout->shape != s)
+    return false;
+  const auto lo = reinterpret_cast<std::uintptr_t>(o.data);
+  const std::pair<std::uintptr_t, std::uintptr_t> bytes{
+      lo, lo + std::uintptr_t(numel(s)) * size_of(o.type)};
+  bool reads_product = false;
+  for (const flat_leaf& f : leaves) {
+    if (f.storage == d.result_storage()) {
+      if (!f.layout->is_contiguous() || f.layout->shape != s || f.layout->offset != 0)
+        return false;
+      reads_product = true;
+    } else if (intersect(bytes, byte_range(f, *f.layout))) {
+      return false;
+    }
+  }
+  return reads_product;
+}
+
+// The pass of the outputs (their shape the product's) as the epilogue of product d. Where one
+// output can hold the product (product_in_output), the product is computed into it and the
+// epilogue runs there in place: the product's temporary is never written, and the pass's
+// stores go to lines the kernel has just written (beside a temporary, they missed the cache).
 inline void fused_runner_product(deferred_product& d, const host_kernel_ref& k,
                                  std::span<const host_output> outs,
                                  std::span<const flat_leaf> leaves,
                                  std::span<const flat_scalar> scalars) {
   const contraction& c = d.shape();
+  const bool in_output = outs.size() == 1 && product_in_output(d, outs[0], leaves);
+  std::vector<flat_leaf> moved;
+  std::optional<kiln::storage> held; // the output's memory, borrowed, as the product's leaf
+  if (in_output) {
+    const layout& l = *outs[0].layout;
+    held.emplace(outs[0].type, l.offset + numel(c.out),
+                 static_cast<unsigned char*>(outs[0].data) -
+                     l.offset * std::int64_t(size_of(outs[0].type)));
+    moved.assign(leaves.begin(), leaves.end());
+    for (flat_leaf& f : moved)
+      if (f.storage == d.result_storage()) f = flat_leaf{&*held, &l, f.type};
+    leaves = moved;
+  }
   strip_pass p{k, outs, leaves, scalars, c.out, int(c.batch.size()), true, true};
   // The kernel's rows and cols: the result's, or its transpose's where it is stored so.
   p.has_rows = c.out_t ? has_cols(c.fb) : has_rows(c.fa);
   p.has_cols = c.out_t ? has_rows(c.fa) : has_cols(c.fb);
-  d.compute(&run_strip, &p);
+  if (in_output) {
+    ++host_gemm_counts().in_output;
+    d.compute_at(outs[0].data, *outs[0].layout, &run_strip, &p);
+  }
+  else
+    d.compute(&run_strip, &p);
 }
 
 // The pass of a statement's outputs as the epilogue of the product `ctx` points at.
