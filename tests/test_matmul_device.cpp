@@ -162,13 +162,64 @@ TEST_CASE("device matmul: shapes the tile kernel declines run as a reduction",
     CHECK(std::find(mvf.begin(), mvf.end(), "reduction") != mvf.end());
     check(mv(), reference(read(a), read(v)), "matrix-vector on " + dev->str());
     if (test::stand_in(*dev)) continue;
-    // A K walk past one kernel's loop budget (16,384 steps of the default tile's 8).
-    const std::int64_t k = 16384 * 16 + 100;
-    const auto x = operand<float>({8, k}, *dev), y = operand<float>({k, 9}, *dev);
-    auto longk = [&] { return kiln::tensor<float>(kiln::matmul(x, y)); };
-    const auto fams = families_of(longk);
-    CHECK(std::find(fams.begin(), fams.end(), "reduction") != fams.end());
-    check(longk(), reference(read(x), read(y)), "K = " + std::to_string(k) + " on " + dev->str());
+  }
+}
+
+// Split-K: a long K over few output tiles is cut into parts, each part's product stored in a
+// slot of partial sums (one launch of the tile kernel for the equal parts, one for a shorter
+// last part), then summed by the fused reduction; a K past one kernel's loop budget too.
+TEST_CASE("device matmul: a long K over few output tiles is split into parts, then summed",
+          "[vulkan][cuda][metal]") {
+  for (const kiln::device* dev : devices()) {
+    const bool stand_in = test::stand_in(*dev);
+    // Shapes of one output tile (split on any device that runs 2 or more workgroups at once),
+    // and K past 32,768 (always split: a batch here).
+    std::vector<std::pair<kiln::shape, kiln::shape>> cases = {
+        {{64, 8192}, {8192, 48}}, {{40, 5000}, {5000, 24}}, {{2, 9, 40000}, {40000, 11}}};
+    if (!stand_in) // K past one kernel's loop budget (16,384 steps of the default tile's 8)
+      cases.push_back({{8, 16384 * 16 + 100}, {16384 * 16 + 100, 9}});
+    for (const auto& [sa, sb] : cases) {
+      const auto x = operand<float>(sa, *dev), y = operand<float>(sb, *dev);
+      auto run = [&] { return kiln::tensor<float>(kiln::matmul(x, y)); };
+      const auto fams = families_of(run);
+      const std::string what = sa.str() + " @ " + sb.str() + " on " + dev->str();
+      INFO(what);
+      // The parts' launches: one for the equal parts, one for a shorter last part.
+      const std::int64_t k = sb[0], batch = sa.size() == 3 ? sa[0] : 1;
+      const std::int64_t chunk = kiln::detail::split_k_chunk(
+          batch, sa[sa.size() - 2], sb[1], k,
+          kiln::executor_of(*x.storage(), "test").concurrent_groups());
+      REQUIRE(chunk > 0);
+      CHECK(std::count(fams.begin(), fams.end(), "matmul") == (k / chunk > 0) + (k % chunk > 0));
+      CHECK(std::find(fams.begin(), fams.end(), "reduction") != fams.end());
+      check(run(), reference(read(x), read(y)), what);
+    }
+    // Integers (i64 partials, wrapped once at the end) and f16 (f32 partials).
+    const auto xi = operand<std::int32_t>({17, 6000}, *dev),
+               yi = operand<std::int32_t>({6000, 13}, *dev);
+    check(kiln::tensor<std::int32_t>(kiln::matmul(xi, yi)), reference(read(xi), read(yi)),
+          "i32 split on " + dev->str());
+    const auto xh = operand<kiln::half>({17, 6000}, *dev),
+               yh = operand<kiln::half>({6000, 13}, *dev);
+    check(kiln::tensor<kiln::half>(kiln::matmul(xh, yh)), reference(read(xh), read(yh)),
+          "f16 split on " + dev->str());
+    // A consumer of a split product is a pass after the sum, not the kernel's epilogue.
+    const auto x = operand<float>({20, 6000}, *dev), w = operand<float>({6000, 30}, *dev);
+    const auto bv = test::uniform<float>(30, -1, 1);
+    const auto b = kiln::from(bv, {30}).to(*dev);
+    kiln::tensor<float> out = kiln::zeros<float>({20, 30}).to(*dev);
+    const auto fams = families_of([&] {
+      out = kiln::relu(kiln::matmul(x, w) + b);
+      return out;
+    });
+    CHECK(std::count(fams.begin(), fams.end(), "matmul") == 2);
+    const product p = reference(read(x), read(w));
+    const values o = read(out);
+    const double e = std::numeric_limits<float>::epsilon();
+    for (std::size_t i = 0; i < o.v.size(); ++i) {
+      const double want = std::max(0.0, p.v[i] + bv[i % 30]);
+      CHECK(std::fabs(o.v[i] - want) <= (p.k + 2) * e * p.scale[i] + 4 * e * (1 + std::fabs(want)));
+    }
   }
 }
 

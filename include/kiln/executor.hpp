@@ -280,6 +280,9 @@ public:
   // nothing (no such kernel, or not for these sizes): the planner then runs it as a
   // reduction over broadcast views (contractions/device_matmul.hpp).
   virtual bool contract(const device_contraction&) { return false; }
+  // Workgroups the device runs at once: a product of fewer output tiles is split along K
+  // into parts that fill it (contractions/device_matmul.hpp).
+  virtual std::int64_t concurrent_groups() const { return 128; }
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.
   virtual bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const = 0;

@@ -3,6 +3,7 @@
 // kiln/linkage.hpp for where it is compiled).
 #include "kiln/contractions/device_matmul.hpp"
 
+#include <deque>
 #include <vector>
 
 namespace kiln::detail {
@@ -13,9 +14,9 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
                        matrix_form fl, const kiln::shape& right, matrix_form fr,
                        const ir::expr_description& el, const ir::expr_description& er,
                        std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
-                       const device_epilogue* epilogue) {
+                       const device_epilogue* epilogue, std::int64_t chunk) {
   const int nb = s.batch.size();
-  if (nb + 3 > max_rank) return false;
+  if (nb + 3 + (chunk > 0) > max_rank) return false;
   // An epilogue's outputs have the product's (batch..., m, n): no inserted dim, not transposed.
   if (epilogue && (s.out_t || !has_rows(s.fa) || !has_cols(s.fb))) return false;
   device_executor& ex = executor_of(out, "matmul");
@@ -104,15 +105,95 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
       st[d] = in.layout->strides[d];
     strides.push_back(st);
   }
-  const bool wide = needs_wide_index(s.batch_count() * s.m * s.n, lt.inputs, targets);
-  const lowered_pass& lowered = table.find(lt.pattern, true, rank, wide, [&] {
-    ++lowering_count();
-    return ir::lower(values, lt.pattern, true, rank, wide, exprs);
-  });
   std::vector<std::uint64_t> bits;
-  return ex.contract(device_contraction{lowered, lt.inputs, scalar_bits(lt, bits), extents, strides,
-                                        nb, acc, result, targets, target_offsets, target_strides,
-                                        product});
+  scalar_bits(lt, bits);
+  // One launch over `ext` (rank r, batch rank b) of inputs `in` with their strides.
+  auto launch = [&](const kiln::shape& ext, int b, std::span<const device_leaf> in,
+                    std::span<const operand_strides> st, std::span<const std::int64_t> offs,
+                    std::span<const operand_strides> tst) {
+    const int r = ext.size();
+    std::int64_t stored = 1;
+    for (int d = 0; d < r - 1; ++d)
+      stored *= ext[d];
+    const bool wide = needs_wide_index(stored, in, targets);
+    const lowered_pass& lowered = table.find(lt.pattern, true, r, wide, [&] {
+      ++lowering_count();
+      return ir::lower(values, lt.pattern, true, r, wide, exprs);
+    });
+    return ex.contract(device_contraction{lowered, in, bits, ext, st, b, acc, result, targets, offs,
+                                          tst, product});
+  };
+  if (chunk <= 0 || epilogue)
+    return launch(extents, nb, lt.inputs, strides, target_offsets, target_strides);
+  // Split-K: K in parts of `chunk` (the last shorter where K is not a multiple), each part's
+  // partial product stored in its slot of `out` ((parts, batch..., m, n), contiguous, as a
+  // kernel without an epilogue stores): the full parts as one launch with the part as the
+  // first batch dim, the short one as another.
+  const std::int64_t full = s.k / chunk, tail = s.k - full * chunk;
+  std::vector<device_leaf> in(lt.inputs.begin(), lt.inputs.end());
+  std::deque<layout> kept;
+  std::vector<operand_strides> st(in.size());
+  auto contiguous_over = [](const kiln::shape& ext) { // a target's strides, k's 0
+    operand_strides t{};
+    std::int64_t e = 1;
+    for (int d = ext.size() - 1; d-- > 0;) {
+      t[d] = e;
+      e *= ext[d];
+    }
+    return t;
+  };
+  if (full > 0) {
+    kiln::shape ext = extents;
+    ext.insert(0, full);
+    ext[nb + 3] = chunk;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const layout& l = *lt.inputs[i].layout;
+      layout v = l;
+      v.shape.insert(0, full);
+      v.strides.insert(0, chunk * l.strides[nb + 2]);
+      v.shape[nb + 3] = chunk;
+      in[i].layout = &kept.emplace_back(v);
+      for (int d = 0; d < nb + 4; ++d)
+        st[i][d] = v.strides[d];
+    }
+    const operand_strides ts = contiguous_over(ext);
+    if (!launch(ext, nb + 1, in, st, target_offsets, std::span(&ts, 1))) return false;
+  }
+  if (tail > 0) {
+    kiln::shape ext = extents;
+    ext[nb + 2] = tail;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const layout& l = *lt.inputs[i].layout;
+      layout v = l;
+      v.offset += full * chunk * l.strides[nb + 2];
+      v.shape[nb + 2] = tail;
+      in[i].layout = &kept.emplace_back(v);
+      for (int d = 0; d < nb + 3; ++d)
+        st[i][d] = v.strides[d];
+    }
+    const operand_strides ts = contiguous_over(ext);
+    const std::int64_t off[1] = {target_offsets[0] + full * s.batch_count() * s.m * s.n};
+    // (The full parts' launch ran the same kernel family: it declines nothing this one takes.)
+    if (!launch(ext, nb, in, st, off, std::span(&ts, 1))) return false;
+  }
+  return true;
+}
+
+KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t batch, std::int64_t m, std::int64_t n,
+                                            std::int64_t k, std::int64_t groups) {
+  // Workgroups of the default 64 x 64 tile: fewer than the device runs at once leave it
+  // partly idle, and twice as many parts as it runs balance them (parts of at least 1024 of
+  // K: a shorter part's partial sums cost more than its tile's work); a K past the kernel's
+  // loop budget (16,384 trips of its K step, 8 by default, 2 at the least) is cut whatever
+  // the count.
+  if (k < split_k_least || m == 0 || n == 0 || batch == 0) return 0;
+  const std::int64_t tiles = batch * ((m + 63) / 64) * ((n + 63) / 64);
+  std::int64_t parts = 1;
+  if (tiles < groups) parts = std::min((2 * groups + tiles - 1) / tiles, k / 1024);
+  parts = std::max(parts, (k + split_k_most - 1) / split_k_most);
+  if (parts <= 1) return 0;
+  // Equal parts, a multiple of 64 long (the K step of any tile divides it).
+  return ((k + parts - 1) / parts + 63) / 64 * 64;
 }
 
 } // namespace kiln::detail

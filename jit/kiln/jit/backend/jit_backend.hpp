@@ -44,6 +44,7 @@ public:
   void run(const device_pass& p) override;
   void reduce(const device_reduction& r) override;
   bool contract(const device_contraction& c) override;
+  std::int64_t concurrent_groups() const override;
   bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const override;
 
   // Whether a hand-written kernel is registered for this reduction on this kind of device:

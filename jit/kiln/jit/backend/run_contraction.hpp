@@ -2,27 +2,38 @@
 // Products on a JIT device (the device side of executor.hpp's contract): one kernel from
 // the tile template in kernels/, with both operand expressions fused into its tile loads.
 // Shapes the template does not suit — fewer rows or columns than the matmul family's
-// `min_mn` (matrix-vector products), a K walk longer than the loop budget, more buffers
-// than a kernel binds — are declined, and the planner runs them as a reduction.
+// `min_mn` (matrix-vector products), a K walk longer than the loop budget (the planner
+// splits a K that long: device_matmul.hpp), more buffers than a kernel binds — are declined,
+// and the planner runs them as a reduction.
 #include "kiln/jit/backend/jit_backend.hpp"
 #include "kiln/jit/tune/kernel_id.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
 #include "kiln/jit/tune/record.hpp"
 
+#include <algorithm>
 #include <map>
+#include <thread>
 #include <tuple>
 
 namespace kiln::jit {
 
-// A contraction's kernels on one backend, per tile configuration and, with an epilogue, the
-// input that is the product: one lowering serves statements of one type whose product sits
-// at another leaf (`matmul(x, w) + b` and `b + matmul(x, w)`).
+// A contraction's kernels on one backend, per tile configuration, the dtype stored (a split
+// product's parts store the accumulator's) and, with an epilogue, the input that is the
+// product: one lowering serves statements of one type whose product sits at another leaf
+// (`matmul(x, w) + b` and `b + matmul(x, w)`).
 struct compiled_contraction : executor_state {
   std::mutex mutex;
-  std::map<std::tuple<int, int, int, int, int, int>, std::shared_ptr<kernel>> kernels;
+  std::map<std::tuple<int, int, int, int, int, int, int>, std::shared_ptr<kernel>> kernels;
   std::string id; // the tuning database's kernel id
   tune::choice_memo choices;
 };
+
+// A CPU implementation (lavapipe) runs one workgroup per thread of the machine; a GPU a few
+// per compute unit (128: about an H100's streaming multiprocessors).
+inline std::int64_t jit_backend::concurrent_groups() const {
+  if (tuning_limits().cpu) return std::max(1u, std::thread::hardware_concurrency());
+  return 128;
+}
 
 inline bool jit_backend::contract(const device_contraction& c) {
   const lowered_pass& lp = c.lowered;
@@ -44,7 +55,7 @@ inline bool jit_backend::contract(const device_contraction& c) {
     contract_spec spec = base;
     spec.tile = tune::tile_of(cfg);
     const auto key = std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm,
-                                     spec.tile.rn, spec.product);
+                                     spec.tile.rn, spec.product, static_cast<int>(spec.result));
     {
       std::lock_guard lock(cc.mutex);
       if (auto it = cc.kernels.find(key); it != cc.kernels.end()) return it->second;
