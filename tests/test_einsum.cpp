@@ -360,8 +360,7 @@ TEST_CASE("einsum: operands that are expressions, results inside expressions and
 // counts say how many products ran and how many were fused; values against double loops.
 TEST_CASE("einsum: the consuming expression is the product's epilogue on the host", "[host]") {
   auto& counts = kiln::detail::host_gemm_counts();
-  auto run = [&](auto&& statement, std::uint64_t products, std::uint64_t fused,
-                 const char* what) {
+  auto run = [&](auto&& statement, std::uint64_t products, std::uint64_t fused, const char* what) {
     const std::uint64_t p0 = counts.products, f0 = counts.fused;
     statement();
     INFO(what);
@@ -369,8 +368,9 @@ TEST_CASE("einsum: the consuming expression is the product's epilogue on the hos
     CHECK(counts.fused - f0 == fused);
   };
   const std::int64_t nb = 3, m = 70, k = 45, n = 300; // several strips per row block
-  const auto xv = test::uniform<double>(nb * m * k, -1, 1), wv = test::uniform<double>(k * n, -1, 1),
-             bv = test::uniform<double>(n, -1, 1), cv = test::uniform<double>(nb * n, -1, 1);
+  const auto xv = test::uniform<double>(nb * m * k, -1, 1),
+             wv = test::uniform<double>(k * n, -1, 1), bv = test::uniform<double>(n, -1, 1),
+             cv = test::uniform<double>(nb * n, -1, 1);
   const auto x = kiln::from(xv, {nb, m, k}), w = kiln::from(wv, {k, n}), b = kiln::from(bv, {n});
   const auto wt = kiln::from(wv, {k, n}).transpose().eval(); // [n, k]
   const auto c3 = kiln::from(cv, {nb, 1, n});
@@ -415,9 +415,8 @@ TEST_CASE("einsum: the consuming expression is the product's epilogue on the hos
       1, 1, "eval of two outputs");
   check_close(read(pre), want([&](double v, std::size_t i) { return v + bv[i % n]; }), 1e-12,
               "eval: pre");
-  check_close(read(y),
-              want([&](double v, std::size_t i) { return std::max(0.0, v + bv[i % n]); }), 1e-12,
-              "eval: relu(pre)");
+  check_close(read(y), want([&](double v, std::size_t i) { return std::max(0.0, v + bv[i % n]); }),
+              1e-12, "eval: relu(pre)");
   // A leaf the merged rows cannot view (c3 differs along b, broadcast along i): the product,
   // then the pass.
   run([&] { y = kiln::einsum("bij,jk->bik", x, w) + c3; }, 1, 0, "a leaf the rows cannot view");
@@ -530,8 +529,8 @@ TEST_CASE("einsum: random subscripts on each GPU device match double sums",
     for (int form = 0; form < 3; ++form) {
       const auto launches = tune_test::launches_of([&] {
         if (form == 0)
-          y = kiln::relu(kiln::einsum("bij,bjk->bik", a32, b32.unsqueeze(0).broadcast_to(
-                                                                {nb, k, n})) + c32);
+          y = kiln::relu(
+              kiln::einsum("bij,bjk->bik", a32, b32.unsqueeze(0).broadcast_to({nb, k, n})) + c32);
         else if (form == 1)
           y = kiln::relu(kiln::einsum("bij,jk->bik", a32, b32) + c32);
         else

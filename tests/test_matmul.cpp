@@ -521,8 +521,7 @@ TEST_CASE("matmul: a fused product is computed into its output where no other le
   const auto &x = L.x, &w = L.w, &b = L.b;
   const auto &z = L.z, &bv = L.bv;
   using grad_test::check_close;
-  auto run = [&](auto&& statement, std::uint64_t fused, std::uint64_t in_output,
-                 const char* what) {
+  auto run = [&](auto&& statement, std::uint64_t fused, std::uint64_t in_output, const char* what) {
     const std::uint64_t f0 = counts.fused, i0 = counts.in_output;
     statement();
     INFO(what);
@@ -573,8 +572,7 @@ TEST_CASE("matmul: a fused product is computed into its output where no other le
   // A target of another dtype: fused (the pass converts), into the temporary.
   kiln::tensor<float> of = kiln::zeros<float>({n, h});
   run([&] { of = kiln::relu(kiln::matmul(x, w) + b); }, 1, 0, "f32 target of an f64 product");
-  check_close(read(of).v, want([&](double v, std::size_t) { return relu(v); }), 1e-6,
-              "f32 target");
+  check_close(read(of).v, want([&](double v, std::size_t) { return relu(v); }), 1e-6, "f32 target");
 }
 
 TEST_CASE("matmul: a product of more than 2^31 elements on the host", "[host][big]") {

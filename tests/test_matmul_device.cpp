@@ -12,6 +12,8 @@
 #include "metal_support.hpp"
 #include "tune_support.hpp"
 
+#include <optional>
+
 namespace {
 
 using namespace matmul_test;
@@ -184,15 +186,45 @@ TEST_CASE("device matmul: a long K over few output tiles is split into parts, th
       const auto fams = families_of(run);
       const std::string what = sa.str() + " @ " + sb.str() + " on " + dev->str();
       INFO(what);
-      // The parts' launches: one for the equal parts, one for a shorter last part.
+      // The whole product's kernel, asked for its split (a tuner sees it so), then the parts'
+      // launches: one for the equal parts, one for a shorter last part.
       const std::int64_t k = sb[0], batch = sa.size() == 3 ? sa[0] : 1;
-      const std::int64_t chunk = kiln::detail::split_k_chunk(
-          batch, sa[sa.size() - 2], sb[1], k,
-          kiln::executor_of(*x.storage(), "test").concurrent_groups());
+      const std::int64_t chunk =
+          kiln::detail::split_k_chunk(0, batch, sa[sa.size() - 2], sb[1], k,
+                                      kiln::executor_of(*x.storage(), "test").concurrent_groups());
       REQUIRE(chunk > 0);
-      CHECK(std::count(fams.begin(), fams.end(), "matmul") == (k / chunk > 0) + (k % chunk > 0));
+      CHECK(std::count(fams.begin(), fams.end(), "matmul") ==
+            1 + (k / chunk > 0) + (k % chunk > 0));
       CHECK(std::find(fams.begin(), fams.end(), "reduction") != fams.end());
       check(run(), reference(read(x), read(y)), what);
+    }
+    // The matmul family's `split` for the whole product's kernel (asked before anything
+    // launches, so a tuner sees it first): forced to 1 the product runs whole, to 2 or 8 in
+    // that many parts (another kernel launches: the parts'), each against the reference.
+    {
+      const auto x = operand<float>({40, 5000}, *dev), y = operand<float>({5000, 24}, *dev);
+      auto run = [&] { return kiln::tensor<float>(kiln::matmul(x, y)); };
+      const auto sites = tune_test::launches_of(run);
+      REQUIRE(sites[0].sp->family() == "matmul");
+      const product want = reference(read(x), read(y));
+      for (const int parts : {1, 2, 8}) {
+        tune::config c = sites[0].sp->defaults();
+        c[tune::mm::split] = parts;
+        tune::launch_hook h;
+        h.force = &c;
+        h.family = "matmul";
+        h.kernel = sites[0].kernel;
+        std::optional<kiln::tensor<float>> got;
+        {
+          kiln::detail::hook_scope scope(h);
+          got.emplace(run());
+        }
+        const bool split = std::any_of(h.seen.begin(), h.seen.end(), [&](const auto& l) {
+          return l.sp->family() == "matmul" && l.kernel != sites[0].kernel;
+        });
+        CHECK(split == (parts > 1));
+        check(*got, want, "split = " + std::to_string(parts) + " on " + dev->str());
+      }
     }
     // Integers (i64 partials, wrapped once at the end) and f16 (f32 partials).
     const auto xi = operand<std::int32_t>({17, 6000}, *dev),
@@ -212,7 +244,7 @@ TEST_CASE("device matmul: a long K over few output tiles is split into parts, th
       out = kiln::relu(kiln::matmul(x, w) + b);
       return out;
     });
-    CHECK(std::count(fams.begin(), fams.end(), "matmul") == 2);
+    CHECK(std::count(fams.begin(), fams.end(), "matmul") == 3); // asked, two launches
     const product p = reference(read(x), read(w));
     const values o = read(out);
     const double e = std::numeric_limits<float>::epsilon();

@@ -266,6 +266,9 @@ struct device_contraction {
   std::span<const std::int64_t> target_offsets;
   std::span<const operand_strides> target_strides;
   int product = -1;
+  // The first batch dim is a split product's parts (split-K): tuned at the whole product's
+  // size.
+  bool parts_first = false;
 };
 
 // What a device backend provides to the planner.
@@ -283,6 +286,9 @@ public:
   // Workgroups the device runs at once: a product of fewer output tiles is split along K
   // into parts that fill it (contractions/device_matmul.hpp).
   virtual std::int64_t concurrent_groups() const { return 128; }
+  // How many parts this product's K is cut into, as chosen for its kernel (the matmul
+  // family's `split`): 0 for the rule, 1 for none.
+  virtual std::int64_t contract_parts(const device_contraction&) { return 0; }
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.
   virtual bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const = 0;

@@ -42,29 +42,38 @@ struct device_epilogue {
   std::span<const flat_leaf> targets; // storage, layout (of the product's shape), dtype
 };
 
+// A product split along K (split-K): the partial sums of its parts, (parts, batch..., m, n) in
+// the accumulator's dtype, for the caller to sum.
+struct contract_split {
+  std::shared_ptr<storage> partial;
+  std::int64_t parts = 0;
+};
+
 // The untyped part: the product of contraction `s` whose left operand (shape `left`, read in
 // form fl) and right operand are the expressions described by el and er (their leaves and
 // scalars one after the other in `leaves`, `scalars`), in accumulator dtype `acc`, stored
 // as dtype `result` contiguously from element `out_offset` of `out` (or, with `epilogue`,
-// the outputs it lists). False, having done nothing, where the device declines it. With a
-// `chunk` (split-K, no epilogue), K is cut into parts of that length (the last shorter) and
-// each part's product, in the accumulator's dtype, is stored in its slot of `out`, a buffer of
-// (parts, batch..., m, n), for the caller to sum.
+// the outputs it lists). False, having done nothing, where the device declines it. Where
+// `split` is given (no epilogue) and K is split (split_k_chunk, with the matmul family's
+// `split` for this kernel), each part's product is stored in its slot of `split->partial`
+// instead, for the caller to sum; with an epilogue, a product the rule would split is declined
+// (the product, its sum, then the epilogue's pass).
 KILN_CORE_INLINE bool
 run_device_contraction(lowering_table& table, dtype acc, dtype result, const storage& out,
                        std::int64_t out_offset, const contraction& s, const kiln::shape& left,
                        matrix_form fl, const kiln::shape& right, matrix_form fr,
                        const ir::expr_description& el, const ir::expr_description& er,
                        std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
-                       const device_epilogue* epilogue = nullptr, std::int64_t chunk = 0);
+                       const device_epilogue* epilogue = nullptr, contract_split* split = nullptr);
 
-// Split-K: the length of K's parts for a product of these extents on a device that runs
-// `groups` workgroups at once, or 0 for none. A long K over fewer output tiles than that is
-// cut so that the parts fill the device (then summed by the fused reduction); a K past one
-// kernel's loop budget is always cut.
+// Split-K: the length of K's parts, or 0 for none, for a product of these extents on a device
+// that runs `groups` workgroups at once, cut into `parts` (the matmul family's `split`: 0 for
+// the rule, 1 for none). The rule: a K of at least 4096 over fewer output tiles than the
+// device runs at once is cut so that the parts fill it. A K past one kernel's loop budget is
+// always cut.
 inline constexpr std::int64_t split_k_least = 4096, split_k_most = 32768;
-KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t batch, std::int64_t m, std::int64_t n,
-                                            std::int64_t k, std::int64_t groups);
+KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t parts, std::int64_t batch, std::int64_t m,
+                                            std::int64_t n, std::int64_t k, std::int64_t groups);
 
 // The product by the device's contraction kernel, or false. With `epilogue` (its lowerings
 // kept in `table`), the outputs it lists instead of the product.
@@ -77,45 +86,32 @@ bool device_contract(const tensor<R>& out, const A& a, const B& b, const contrac
     using Acc = matmul_acc_t<R>;
     // A result stored transposed is the product of the operands' transposes, swapped.
     const contraction s = c.out_t ? swapped(c) : c;
-    auto run = [&](const auto& l, matrix_form fl, const auto& r, matrix_form fr,
-                   const storage& into, std::int64_t into_offset, std::int64_t chunk) {
+    contract_split split;
+    auto run = [&](const auto& l, matrix_form fl, const auto& r, matrix_form fr) {
       const auto el = kiln::cast<Acc>(l);
       const auto er = kiln::cast<Acc>(r);
       using EL = std::remove_cvref_t<decltype(el)>;
       using ER = std::remove_cvref_t<decltype(er)>;
       struct contracted {}; // keyed apart from a pass of the same expressions
       const flat_pass<EL, ER> flat(el, er);
-      return run_device_contraction(
-          table ? *table : lowerings_of<std::tuple<contracted, EL, ER>>(), dtype_of<Acc>(),
-          chunk > 0 ? dtype_of<Acc>() : dtype_of<R>(), into, into_offset, s, shape_of(l), fl,
-          shape_of(r), fr, ir::described<EL>, ir::described<ER>, flat.leaf_span(),
-          flat.scalar_span(), epilogue, chunk);
+      return run_device_contraction(table ? *table : lowerings_of<std::tuple<contracted, EL, ER>>(),
+                                    dtype_of<Acc>(), dtype_of<R>(), *out.storage(), out.offset(), s,
+                                    shape_of(l), fl, shape_of(r), fr, ir::described<EL>,
+                                    ir::described<ER>, flat.leaf_span(), flat.scalar_span(),
+                                    epilogue, epilogue ? nullptr : &split);
     };
-    auto run_into = [&](const storage& into, std::int64_t into_offset, std::int64_t chunk) {
-      return c.out_t ? run(b, s.fa, a, s.fb, into, into_offset, chunk)
-                     : run(a, s.fa, b, s.fb, into, into_offset, chunk);
-    };
-    // A product split along K is not fused: its parts, their sum, then the epilogue's pass.
-    const std::int64_t chunk = split_k_chunk(s.batch_count(), s.m, s.n, s.k,
-                                             executor_of(*out.storage(), "matmul").concurrent_groups());
-    if (epilogue != nullptr && chunk > 0) return false;
-    if (epilogue == nullptr) {
-      if (chunk > 0) {
-        // Split-K: the parts' products, then their sum (the fused reduction) into out.
-        kiln::shape mn = s.batch;
-        mn.push_back(s.m);
-        mn.push_back(s.n);
-        kiln::shape parts = mn;
-        parts.insert(0, (s.k + chunk - 1) / chunk);
-        const tensor<Acc> partial(parts, out.device());
-        if (run_into(*partial.storage(), partial.offset(), chunk)) {
-          assign(tensor<R>(out.storage(), layout::contiguous(mn, out.offset())),
-                 kiln::cast<R>(kiln::sum(partial, kiln::axes(0))));
-          return true;
-        }
-      }
+    if (!(c.out_t ? run(b, s.fa, a, s.fb) : run(a, s.fa, b, s.fb))) return false;
+    if (split.partial) { // split-K: the parts' sum (the fused reduction) into out
+      kiln::shape mn = s.batch;
+      mn.push_back(s.m);
+      mn.push_back(s.n);
+      kiln::shape parts = mn;
+      parts.insert(0, split.parts);
+      const tensor<Acc> partial(split.partial, layout::contiguous(parts));
+      assign(tensor<R>(out.storage(), layout::contiguous(mn, out.offset())),
+             kiln::cast<R>(kiln::sum(partial, kiln::axes(0))));
     }
-    return run_into(*out.storage(), out.offset(), 0);
+    return true;
   }
 }
 

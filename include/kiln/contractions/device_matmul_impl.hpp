@@ -14,9 +14,9 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
                        matrix_form fl, const kiln::shape& right, matrix_form fr,
                        const ir::expr_description& el, const ir::expr_description& er,
                        std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
-                       const device_epilogue* epilogue, std::int64_t chunk) {
+                       const device_epilogue* epilogue, contract_split* split) {
   const int nb = s.batch.size();
-  if (nb + 3 + (chunk > 0) > max_rank) return false;
+  if (nb + 3 > max_rank) return false;
   // An epilogue's outputs have the product's (batch..., m, n): no inserted dim, not transposed.
   if (epilogue && (s.out_t || !has_rows(s.fa) || !has_cols(s.fb))) return false;
   device_executor& ex = executor_of(out, "matmul");
@@ -107,29 +107,46 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   }
   std::vector<std::uint64_t> bits;
   scalar_bits(lt, bits);
-  // One launch over `ext` (rank r, batch rank b) of inputs `in` with their strides.
-  auto launch = [&](const kiln::shape& ext, int b, std::span<const device_leaf> in,
-                    std::span<const operand_strides> st, std::span<const std::int64_t> offs,
-                    std::span<const operand_strides> tst) {
+  // The contraction over `ext` (rank r, batch rank b) of inputs `in` with their strides, into
+  // targets `tg` storing `stored`, lowered.
+  auto described = [&](const kiln::shape& ext, int b, std::span<const device_leaf> in,
+                       std::span<const operand_strides> st, std::span<const storage* const> tg,
+                       std::span<const std::int64_t> offs, std::span<const operand_strides> tst,
+                       dtype stored, bool parts_first) {
     const int r = ext.size();
-    std::int64_t stored = 1;
+    std::int64_t outputs = 1;
     for (int d = 0; d < r - 1; ++d)
-      stored *= ext[d];
-    const bool wide = needs_wide_index(stored, in, targets);
+      outputs *= ext[d];
+    const bool wide = needs_wide_index(outputs, in, tg);
     const lowered_pass& lowered = table.find(lt.pattern, true, r, wide, [&] {
       ++lowering_count();
       return ir::lower(values, lt.pattern, true, r, wide, exprs);
     });
-    return ex.contract(device_contraction{lowered, in, bits, ext, st, b, acc, result, targets, offs,
-                                          tst, product});
+    device_contraction dc{lowered, in, bits, ext, st, b, acc, stored, tg, offs, tst, product};
+    dc.parts_first = parts_first;
+    return dc;
   };
-  if (chunk <= 0 || epilogue)
-    return launch(extents, nb, lt.inputs, strides, target_offsets, target_strides);
+  const device_contraction whole = described(extents, nb, lt.inputs, strides, targets,
+                                             target_offsets, target_strides, result, false);
+  // Split-K: the kernel's tuned `split`, or the rule (with an epilogue, the rule alone: a
+  // fused kernel the rule declines is not a site a tuner should see). A product asked about
+  // is then launched, whole or in parts (contract takes the choice it was asked for).
+  const std::int64_t parts = epilogue || !split ? 0 : ex.contract_parts(whole);
+  const std::int64_t chunk = nb + 4 > max_rank
+                                 ? 0
+                                 : split_k_chunk(epilogue ? 0 : parts, s.batch_count(), s.m, s.n,
+                                                 s.k, ex.concurrent_groups());
+  if (chunk > 0 && (epilogue || !split)) return false;
+  if (chunk == 0) return ex.contract(whole);
   // Split-K: K in parts of `chunk` (the last shorter where K is not a multiple), each part's
   // partial product stored in its slot of `out` ((parts, batch..., m, n), contiguous, as a
   // kernel without an epilogue stores): the full parts as one launch with the part as the
   // first batch dim, the short one as another.
   const std::int64_t full = s.k / chunk, tail = s.k - full * chunk;
+  split->parts = full + (tail > 0);
+  split->partial =
+      std::make_shared<storage>(acc, split->parts * s.batch_count() * s.m * s.n, out.device());
+  const storage* const into[1] = {split->partial.get()};
   std::vector<device_leaf> in(lt.inputs.begin(), lt.inputs.end());
   std::deque<layout> kept;
   std::vector<operand_strides> st(in.size());
@@ -157,7 +174,9 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
         st[i][d] = v.strides[d];
     }
     const operand_strides ts = contiguous_over(ext);
-    if (!launch(ext, nb + 1, in, st, target_offsets, std::span(&ts, 1))) return false;
+    const std::int64_t off[1] = {0};
+    if (!ex.contract(described(ext, nb + 1, in, st, into, off, std::span(&ts, 1), acc, true)))
+      return false;
   }
   if (tail > 0) {
     kiln::shape ext = extents;
@@ -172,25 +191,27 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
         st[i][d] = v.strides[d];
     }
     const operand_strides ts = contiguous_over(ext);
-    const std::int64_t off[1] = {target_offsets[0] + full * s.batch_count() * s.m * s.n};
+    const std::int64_t off[1] = {full * s.batch_count() * s.m * s.n};
     // (The full parts' launch ran the same kernel family: it declines nothing this one takes.)
-    if (!launch(ext, nb, in, st, off, std::span(&ts, 1))) return false;
+    if (!ex.contract(described(ext, nb, in, st, into, off, std::span(&ts, 1), acc, false)))
+      return false;
   }
   return true;
 }
 
-KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t batch, std::int64_t m, std::int64_t n,
-                                            std::int64_t k, std::int64_t groups) {
+KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t parts, std::int64_t batch, std::int64_t m,
+                                            std::int64_t n, std::int64_t k, std::int64_t groups) {
   // Workgroups of the default 64 x 64 tile: fewer than the device runs at once leave it
   // partly idle, and twice as many parts as it runs balance them (parts of at least 1024 of
   // K: a shorter part's partial sums cost more than its tile's work); a K past the kernel's
-  // loop budget (16,384 trips of its K step, 8 by default, 2 at the least) is cut whatever
-  // the count.
-  if (k < split_k_least || m == 0 || n == 0 || batch == 0) return 0;
-  const std::int64_t tiles = batch * ((m + 63) / 64) * ((n + 63) / 64);
-  std::int64_t parts = 1;
-  if (tiles < groups) parts = std::min((2 * groups + tiles - 1) / tiles, k / 1024);
-  parts = std::max(parts, (k + split_k_most - 1) / split_k_most);
+  // loop budget (16,384 trips of its K step, 8 at the least) is cut whatever the count.
+  if (m == 0 || n == 0 || batch == 0 || k < 128) return 0;
+  if (parts == 0 && k >= split_k_least) {
+    const std::int64_t tiles = batch * ((m + 63) / 64) * ((n + 63) / 64);
+    if (tiles < groups) parts = std::min((2 * groups + tiles - 1) / tiles, k / 1024);
+  }
+  // At least the parts the loop budget needs, at most parts of 64.
+  parts = std::min(std::max(parts, (k + split_k_most - 1) / split_k_most), k / 64);
   if (parts <= 1) return 0;
   // Equal parts, a multiple of 64 long (the K step of any tile divides it).
   return ((k + parts - 1) / parts + 63) / 64 * 64;

@@ -158,8 +158,7 @@ einsum_lowering<Acc> lower_einsum(const einsum_plan& p, const tensor<Acc>& ta,
     w.ma = as_matrix(p, w.fa, w.va, w.r, w.r.free_a, w.r.contracted);
     w.mb = as_matrix(p, w.fb, w.vb, w.r, w.r.contracted, w.r.free_b);
     w.c = make_contraction("einsum", w.ma.shape(),
-                           w.r.free_a.empty() ? matrix_form::row : matrix_form::full,
-                           w.mb.shape(),
+                           w.r.free_a.empty() ? matrix_form::row : matrix_form::full, w.mb.shape(),
                            w.r.free_b.empty() ? matrix_form::column : matrix_form::full);
   }
   return w;
@@ -236,8 +235,8 @@ inline constexpr bool has_top_product<einsum_node<A, B>> = !std::is_same_v<B, ei
 // statement's products (epilogue.hpp): shared with every occurrence of the same product,
 // and, with `defer`, computed when the statement runs it, with its consumer as the epilogue.
 template <class A, class B>
-tensor<value_t<einsum_node<A, B>>> einsum_result(const einsum_node<A, B>& n,
-                                                 product_context* ctx, bool defer) {
+tensor<value_t<einsum_node<A, B>>> einsum_result(const einsum_node<A, B>& n, product_context* ctx,
+                                                 bool defer) {
   using R = value_t<einsum_node<A, B>>;
   using C = matmul_acc_t<R>;
   const tensor<C> ta = einsum_operand<C>(n.a);

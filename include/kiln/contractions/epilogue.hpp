@@ -82,8 +82,7 @@ public:
   // On the host: computes the product into the contiguous host memory at `data` (layout l, of
   // the product's shape and the result's dtype) instead of the result, handing each finished
   // strip to `epilogue`.
-  virtual void compute_at(void* data, const layout& l, gemm_epilogue epilogue,
-                          const void* ctx) = 0;
+  virtual void compute_at(void* data, const layout& l, gemm_epilogue epilogue, const void* ctx) = 0;
 
 protected:
   deferred_product(const void* tag, const contraction& c, const kiln::shape& result, bool fusable)
@@ -201,9 +200,8 @@ auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx);
 // as c reads them, in the statement's products ctx: computed now (or, with `defer`, when the
 // statement runs it), shared by every occurrence of the same product.
 template <class R, class Ma, class Mb>
-tensor<R> shared_product(const contraction& c, const Ma& a, const Mb& b,
-                         const kiln::device& where, const kiln::shape& result,
-                         product_context& ctx, bool defer) {
+tensor<R> shared_product(const contraction& c, const Ma& a, const Mb& b, const kiln::device& where,
+                         const kiln::shape& result, product_context& ctx, bool defer) {
   const flat_pass<Ma, Mb> f(a, b);
   for (const auto& d : ctx.products)
     if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), c, result)) {
@@ -282,13 +280,12 @@ inline bool product_in_output(const deferred_product& d, const host_output& o,
   if (!o.active || o.type != d.result_type() || !o.layout->is_contiguous() || o.layout->shape != s)
     return false;
   const auto lo = reinterpret_cast<std::uintptr_t>(o.data);
-  const std::pair<std::uintptr_t, std::uintptr_t> bytes{
-      lo, lo + std::uintptr_t(numel(s)) * size_of(o.type)};
+  const std::pair<std::uintptr_t, std::uintptr_t> bytes{lo, lo + std::uintptr_t(numel(s)) *
+                                                                     size_of(o.type)};
   bool reads_product = false;
   for (const flat_leaf& f : leaves) {
     if (f.storage == d.result_storage()) {
-      if (!f.layout->is_contiguous() || f.layout->shape != s || f.layout->offset != 0)
-        return false;
+      if (!f.layout->is_contiguous() || f.layout->shape != s || f.layout->offset != 0) return false;
       reads_product = true;
     } else if (intersect(bytes, byte_range(f, *f.layout))) {
       return false;
@@ -326,8 +323,7 @@ inline void fused_runner_product(deferred_product& d, const host_kernel_ref& k,
   if (in_output) {
     ++host_gemm_counts().in_output;
     d.compute_at(outs[0].data, *outs[0].layout, &run_strip, &p);
-  }
-  else
+  } else
     d.compute(&run_strip, &p);
 }
 

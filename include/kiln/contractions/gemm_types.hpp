@@ -110,7 +110,7 @@ inline int gemm_threads(const gemm_blocking& b, int pool) {
 // with an epilogue (a fused pass): what the tests count to prove fusion.
 struct gemm_counts {
   std::atomic<std::uint64_t> products{0}, fused{0};
-  std::atomic<std::uint64_t> provided{0}; // of the products, those the BLAS provider computed
+  std::atomic<std::uint64_t> provided{0};  // of the products, those the BLAS provider computed
   std::atomic<std::uint64_t> in_output{0}; // of the fused, those computed into their output
 };
 KILN_CORE_INLINE gemm_counts& host_gemm_counts();

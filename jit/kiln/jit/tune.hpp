@@ -137,7 +137,8 @@ tune_report tune(F&& f, const tune_options& o = {}) {
     t.agree = [&](const std::vector<double>& a, const std::vector<double>& b) {
       return jit::tune::detail::agree_reduced(detail::result_dtype(*last), a, b);
     };
-  else if (site.sp->family() == "host_matmul") // blocking and provider add in other orders
+  else if (site.sp->family() == "host_matmul" || site.sp->family() == "matmul")
+    // (blocking, a provider and a device product's split add in other orders)
     t.agree = [&](const std::vector<double>& a, const std::vector<double>& b) {
       return jit::tune::detail::agree_product(detail::result_dtype(*last), a, b);
     };

@@ -45,6 +45,7 @@ public:
   void reduce(const device_reduction& r) override;
   bool contract(const device_contraction& c) override;
   std::int64_t concurrent_groups() const override;
+  std::int64_t contract_parts(const device_contraction& c) override;
   bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const override;
 
   // Whether a hand-written kernel is registered for this reduction on this kind of device:
@@ -104,6 +105,12 @@ public:
   }
 
 private:
+  // Products (run_contraction.hpp): the configuration a contraction's kernel takes, and the
+  // kernel of a configuration.
+  tune::config contract_choice(const device_contraction& c);
+  std::shared_ptr<kernel> contraction_kernel(struct compiled_contraction& cc,
+                                             const lowered_pass& lp, const contract_spec& base,
+                                             const tune::config& cfg);
   void make_spaces() {
     const tune::device_limits l = tuning_limits();
     const std::int64_t groups = launch_limits().preferred;

@@ -35,8 +35,82 @@ inline std::int64_t jit_backend::concurrent_groups() const {
   return 128;
 }
 
+// A contraction's kernels and choices (its state on this backend), and the size bucket its
+// configuration is chosen at: K and the outputs, of the whole product where the first batch
+// dim is a split's parts.
+struct contraction_site {
+  compiled_contraction* cc;
+  tune::size_bucket bucket;
+};
+inline contraction_site site_of(jit_backend* be, const device_contraction& c) {
+  const auto state = c.lowered.state_for(be, [&] {
+    auto s = std::make_shared<compiled_contraction>();
+    s->id = tune::contraction_id(c.lowered.ir);
+    return s;
+  });
+  const int nb = c.batch_rank, parts = c.parts_first ? 1 : 0;
+  std::int64_t outputs = c.extents[nb] * c.extents[nb + 1];
+  for (int d = parts; d < nb; ++d)
+    outputs *= c.extents[d];
+  const std::int64_t k = c.extents[nb + 2] * (parts ? c.extents[0] : 1);
+  return {&static_cast<compiled_contraction&>(*state),
+          {tune::log2_floor(std::max<std::int64_t>(k, 1)), tune::log2_floor(outputs)}};
+}
+
+// The configuration a contraction's kernel takes: tuned, forced by a tuner, or the defaults.
+inline tune::config jit_backend::contract_choice(const device_contraction& c) {
+  const contraction_site site = site_of(this, c);
+  compiled_contraction& cc = *site.cc;
+  const contract_spec base{c.acc, c.result, c.batch_rank, {}, c.product};
+  return cc.choices.get(this, tuning_identity(), matmul_space(), cc.id, site.bucket,
+                        [this, &cc, &lp = c.lowered, base](const tune::config& cf) {
+                          (void)contraction_kernel(cc, lp, base, cf);
+                        });
+}
+
+// The choice contract_parts made for the contraction it was asked about, which contract then
+// takes for the same contraction: one choice (and one site a tuner sees) per product.
+struct asked_contraction {
+  const device_contraction* c = nullptr;
+  tune::config cfg;
+};
+inline asked_contraction& last_asked() {
+  thread_local asked_contraction a;
+  return a;
+}
+
+inline std::int64_t jit_backend::contract_parts(const device_contraction& c) {
+  asked_contraction& a = last_asked();
+  a.cfg = contract_choice(c);
+  a.c = &c;
+  return a.cfg[tune::mm::split];
+}
+
+// The kernel of a configuration, compiled once per backend.
+inline std::shared_ptr<kernel> jit_backend::contraction_kernel(compiled_contraction& cc,
+                                                               const lowered_pass& lp,
+                                                               const contract_spec& base,
+                                                               const tune::config& cfg) {
+  contract_spec spec = base;
+  spec.tile = tune::tile_of(cfg);
+  const auto key = std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm,
+                                   spec.tile.rn, spec.product, static_cast<int>(spec.result));
+  {
+    std::lock_guard lock(cc.mutex);
+    if (auto it = cc.kernels.find(key); it != cc.kernels.end()) return it->second;
+  }
+  const kernel_ir ir = contract_ir(lp.ir, spec);
+  auto used = ir.dtypes_used();
+  used[static_cast<int>(spec.acc)] = true;
+  if (const std::string why = cannot_run(used); !why.empty())
+    throw error("matmul", "the device cannot run this product", device().str() + ": " + why);
+  auto kn = compile_contraction(ir, spec);
+  std::lock_guard lock(cc.mutex);
+  cc.kernels.emplace(key, kn);
+  return kn;
+}
+
 inline bool jit_backend::contract(const device_contraction& c) {
-  const lowered_pass& lp = c.lowered;
   const int nb = c.batch_rank;
   if (static_cast<int>(c.inputs.size() + c.targets.size()) > max_buffers()) return false;
   std::int64_t batch = 1;
@@ -44,43 +118,19 @@ inline bool jit_backend::contract(const device_contraction& c) {
     batch *= c.extents[d];
   const std::int64_t m = c.extents[nb], n = c.extents[nb + 1], k = c.extents[nb + 2];
   if (batch * m * n == 0) return true; // nothing to store
-  const auto state = lp.state_for(this, [&] {
-    auto s = std::make_shared<compiled_contraction>();
-    s->id = tune::contraction_id(lp.ir);
-    return s;
-  });
-  auto& cc = static_cast<compiled_contraction&>(*state);
+  const contraction_site site = site_of(this, c);
+  compiled_contraction& cc = *site.cc;
+  const tune::size_bucket& bucket = site.bucket;
   const contract_spec base{c.acc, c.result, nb, {}, c.product};
-  auto kernel_for = [this, &cc, &lp, base](const tune::config& cfg) {
-    contract_spec spec = base;
-    spec.tile = tune::tile_of(cfg);
-    const auto key = std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm,
-                                     spec.tile.rn, spec.product, static_cast<int>(spec.result));
-    {
-      std::lock_guard lock(cc.mutex);
-      if (auto it = cc.kernels.find(key); it != cc.kernels.end()) return it->second;
-    }
-    const kernel_ir ir = contract_ir(lp.ir, spec);
-    auto used = ir.dtypes_used();
-    used[static_cast<int>(spec.acc)] = true;
-    if (const std::string why = cannot_run(used); !why.empty())
-      throw error("matmul", "the device cannot run this product", device().str() + ": " + why);
-    auto kn = compile_contraction(ir, spec);
-    std::lock_guard lock(cc.mutex);
-    cc.kernels.emplace(key, kn);
-    return kn;
-  };
-  const tune::size_bucket bucket{tune::log2_floor(std::max<std::int64_t>(k, 1)),
-                                 tune::log2_floor(batch * m * n)};
-  const tune::config cfg =
-      cc.choices.get(this, tuning_identity(), matmul_space(), cc.id, bucket,
-                     [kernel_for](const tune::config& cf) { (void)kernel_for(cf); });
+  asked_contraction& asked = last_asked();
+  const tune::config cfg = asked.c == &c ? asked.cfg : contract_choice(c);
+  asked.c = nullptr;
   if (tune::recording()) tune::record_contraction(tuning_identity(), cc.id, bucket, c);
   if (std::min(m, n) < cfg[tune::mm::min_mn]) return false;
   const kernels::contraction_tile tile = tune::tile_of(cfg);
   const contract_plan plan = plan_contraction(batch, m, n, k, tile);
   if (!plan.fits) return false;
-  const std::shared_ptr<kernel> kn = kernel_for(cfg);
+  const std::shared_ptr<kernel> kn = contraction_kernel(cc, c.lowered, base, cfg);
   std::vector<buffer_arg> args;
   std::vector<std::int64_t> offsets;
   std::vector<std::array<std::int64_t, max_rank>> strides;

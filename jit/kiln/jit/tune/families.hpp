@@ -91,7 +91,7 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
 // tile, a register tile per invocation), and the size below which a product runs as the
 // reduction template instead (a dot product per output: matrix-vector shapes).
 namespace mm {
-enum : std::size_t { tm, tn, tk, rm, rn, min_mn };
+enum : std::size_t { tm, tn, tk, rm, rn, min_mn, split };
 } // namespace mm
 
 // Shared memory per element of the tiles at most: an 8-byte accumulator.
@@ -122,7 +122,13 @@ inline space matmul_space(const device_limits& l) {
         "products with fewer rows or columns than this run as a reduction, a dot product per "
         "output (matrix-vector shapes)",
         {1, 2, 4, 8, 16, 32},
-        8}},
+        8},
+       {"split",
+        "parts K is cut into, each part's product then summed (split-K); 0: the rule (a long K "
+        "over fewer output tiles than the device runs at once), 1: none (a K past 32,768 is "
+        "cut all the same)",
+        {0, 1, 2, 4, 8, 16, 32, 64},
+        0}},
       [wg_max, shared](const config& c) -> std::string {
         const kernels::contraction_tile t = tile_of(c);
         if (std::string why = t.why_not(); !why.empty()) return why;
