@@ -8,7 +8,10 @@
 //  2. the prologue: matmul(relu(x) * mask, w) as one kernel against relu(x) * mask stored
 //     first, then the product;
 //  3. default tile against the one kiln::tune chooses for that product (a search of the
-//     matmul family, measured on the device).
+//     matmul family, measured on the device);
+//  4. split-K: a long K over few output tiles cut into parts by the rule (the parts'
+//     products, then their sum) against the product computed whole (the family's `split`
+//     forced to 1 on the whole product's kernel).
 // Usage: bench_matmul_device [--quick]
 #include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
@@ -59,6 +62,24 @@ kiln::tensor<float> as_reduction(const kiln::tensor<float>& a, const kiln::tenso
   const kiln::tensor<float> va(a.storage(), kiln::layout{{m, n, k}, {k, 0, 1}, a.offset()});
   const kiln::tensor<float> vb(b.storage(), kiln::layout{{m, n, k}, {0, 1, n}, b.offset()});
   return kiln::sum(va * vb, kiln::axes(-1));
+}
+
+// f() with the matmul family's `split` forced to `parts` on the whole product's kernel (the
+// first matmul site f shows a tuner); 0: as the rule chooses.
+template <class F>
+void with_split(const kiln::jit::tune::launch_site& whole, std::int64_t parts, F&& f) {
+  if (parts == 0) {
+    f();
+    return;
+  }
+  kiln::jit::tune::config c = whole.sp->defaults();
+  c[kiln::jit::tune::mm::split] = parts;
+  kiln::jit::tune::launch_hook h;
+  h.force = &c;
+  h.family = "matmul";
+  h.kernel = whole.kernel;
+  const kiln::detail::hook_scope scope(h);
+  f();
 }
 
 } // namespace
@@ -116,5 +137,32 @@ int main(int argc, char** argv) {
     std::printf("| %ld | %.3f | %.3f | %s | %.2fx |\n", long(s), rep.result.default_ns * 1e-6,
                 rep.result.chosen_ns * 1e-6, rep.chosen.c_str(),
                 rep.result.default_ns / rep.result.chosen_ns);
+  }
+
+  std::printf("\n| f32 m x n x k | split by the rule (ms) | parts | whole (ms) | speed-up |\n"
+              "|---|---|---|---|---|\n");
+  struct mnk {
+    std::int64_t m, n, k;
+  };
+  for (const mnk p : {mnk{32, 32, 8192}, mnk{64, 64, 65536}, mnk{16, 16, 32768},
+                      mnk{128, 128, 16384}, mnk{256, 256, 4096}}) {
+    const auto a = kiln::random::normal<float>({p.m, p.k}, 8).to(dev);
+    const auto b = kiln::random::normal<float>({p.k, p.n}, 9).to(dev);
+    kiln::tensor<float> c = kiln::zeros<float>({p.m, p.n}).to(dev);
+    kiln::jit::tune::launch_hook probe;
+    {
+      const kiln::detail::hook_scope scope(probe);
+      c = kiln::matmul(a, b);
+    }
+    const kiln::jit::tune::launch_site whole = probe.seen.front();
+    const std::int64_t chunk = kiln::detail::split_k_chunk(
+        0, 1, p.m, p.n, p.k, kiln::executor_of(*a.storage(), "bench").concurrent_groups());
+    const auto t = race(dev,
+                        {[&] { with_split(whole, 0, [&] { c = kiln::matmul(a, b); }); },
+                         [&] { with_split(whole, 1, [&] { c = kiln::matmul(a, b); }); }},
+                        rounds(2.0 * p.m * p.n * p.k));
+    std::printf("| %ld x %ld x %ld | %.3f | %ld | %.3f | %.2fx |\n", long(p.m), long(p.n),
+                long(p.k), t[0] * 1e3, long(chunk ? (p.k + chunk - 1) / chunk : 1), t[1] * 1e3,
+                t[1] / t[0]);
   }
 }

@@ -172,4 +172,19 @@ kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
   return fill(s).to(dev);
 }
 
+// Runs a statement and checks what the host kernel's counts say of it: how many products
+// ran, how many with the statement's pass as their epilogue, and how many of those were
+// computed straight into their output (the epilogue in place).
+template <class F>
+void check_counts(F&& statement, std::uint64_t products, std::uint64_t fused,
+                  std::uint64_t in_output, const char* what) {
+  auto& counts = kiln::detail::host_gemm_counts();
+  const std::uint64_t p0 = counts.products, f0 = counts.fused, i0 = counts.in_output;
+  statement();
+  INFO(what);
+  CHECK(counts.products - p0 == products);
+  CHECK(counts.fused - f0 == fused);
+  CHECK(counts.in_output - i0 == in_output);
+}
+
 } // namespace matmul_test

@@ -266,8 +266,10 @@ struct device_contraction {
   std::span<const std::int64_t> target_offsets;
   std::span<const operand_strides> target_strides;
   int product = -1;
-  // The first batch dim is a split product's parts (split-K): tuned at the whole product's
+  // A part of a split product (split-K): its K is the whole product's (> 0), and its first
+  // batch dim is the parts where `parts_first`. Its kernel is chosen at the whole product's
   // size.
+  std::int64_t whole_k = 0;
   bool parts_first = false;
 };
 
@@ -287,7 +289,7 @@ public:
   // into parts that fill it (contractions/device_matmul.hpp).
   virtual std::int64_t concurrent_groups() const { return 128; }
   // How many parts this product's K is cut into, as chosen for its kernel (the matmul
-  // family's `split`): 0 for the rule, 1 for none.
+  // family's `split`): 0 for the rule, 1 for none, -1 where the kernel declines the product.
   virtual std::int64_t contract_parts(const device_contraction&) { return 0; }
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.

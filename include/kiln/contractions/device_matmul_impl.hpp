@@ -112,7 +112,7 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   auto described = [&](const kiln::shape& ext, int b, std::span<const device_leaf> in,
                        std::span<const operand_strides> st, std::span<const storage* const> tg,
                        std::span<const std::int64_t> offs, std::span<const operand_strides> tst,
-                       dtype stored, bool parts_first) {
+                       dtype stored, bool part, bool parts_first) {
     const int r = ext.size();
     std::int64_t outputs = 1;
     for (int d = 0; d < r - 1; ++d)
@@ -124,15 +124,16 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
     });
     device_contraction dc{lowered, in, bits, ext, st, b, acc, stored, tg, offs, tst, product};
     dc.parts_first = parts_first;
+    dc.whole_k = part ? s.k : 0;
     return dc;
   };
   const device_contraction whole = described(extents, nb, lt.inputs, strides, targets,
-                                             target_offsets, target_strides, result, false);
+                                             target_offsets, target_strides, result, false, false);
   // Split-K: the kernel's tuned `split`, or the rule (with an epilogue, the rule alone: a
   // fused kernel the rule declines is not a site a tuner should see). A product asked about
   // is then launched, whole or in parts (contract takes the choice it was asked for).
   const std::int64_t parts = epilogue || !split ? 0 : ex.contract_parts(whole);
-  const std::int64_t chunk = nb + 4 > max_rank
+  const std::int64_t chunk = nb + 4 > max_rank || parts < 0
                                  ? 0
                                  : split_k_chunk(epilogue ? 0 : parts, s.batch_count(), s.m, s.n,
                                                  s.k, ex.concurrent_groups());
@@ -175,7 +176,7 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
     }
     const operand_strides ts = contiguous_over(ext);
     const std::int64_t off[1] = {0};
-    if (!ex.contract(described(ext, nb + 1, in, st, into, off, std::span(&ts, 1), acc, true)))
+    if (!ex.contract(described(ext, nb + 1, in, st, into, off, std::span(&ts, 1), acc, true, true)))
       return false;
   }
   if (tail > 0) {
@@ -192,8 +193,9 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
     }
     const operand_strides ts = contiguous_over(ext);
     const std::int64_t off[1] = {full * s.batch_count() * s.m * s.n};
-    // (The full parts' launch ran the same kernel family: it declines nothing this one takes.)
-    if (!ex.contract(described(ext, nb, in, st, into, off, std::span(&ts, 1), acc, false)))
+    // (Chosen, as the full parts' launch, at the whole product's size, which the kernel took:
+    // it declines nothing here. Were it to, the caller computes the whole product again.)
+    if (!ex.contract(described(ext, nb, in, st, into, off, std::span(&ts, 1), acc, true, false)))
       return false;
   }
   return true;

@@ -51,8 +51,8 @@ public:
   // Whether an occurrence of node type `tag` over `leaves` and `scalars` is this product.
   bool is(const void* tag, std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
           const contraction& c, const kiln::shape& result) const {
-    if (tag != tag_ || c.fa != c_.fa || c.fb != c_.fb || c.out_t != c_.out_t || result != result_ ||
-        leaves.size() != leaves_.size() || scalars.size() != scalars_.size())
+    if (elsewhere_ || tag != tag_ || c.fa != c_.fa || c.fb != c_.fb || c.out_t != c_.out_t ||
+        result != result_ || leaves.size() != leaves_.size() || scalars.size() != scalars_.size())
       return false;
     for (std::size_t i = 0; i < leaves.size(); ++i)
       if (leaves[i].storage != leaves_[i].storage || *leaves[i].layout != *leaves_[i].layout)
@@ -93,6 +93,7 @@ protected:
   kiln::shape result_;
   bool fusable_;
   bool done_ = false;
+  bool elsewhere_ = false;        // computed into a statement's output: `out` holds nothing
   std::vector<flat_leaf> leaves_; // pointing into the operands the derived class holds
   std::vector<flat_scalar> scalars_;
 };
@@ -126,13 +127,15 @@ public:
   void compute_at(void* data, const layout& l, gemm_epilogue epilogue, const void* ctx) override {
     if (done_) return;
     done_ = true;
+    elsewhere_ = true; // (no later mention may take `out`)
     // (borrowed: the target's memory, not freed here)
     const auto st = std::make_shared<kiln::storage>(dtype_of<R>(), l.offset + numel(c_.out),
                                                     static_cast<R*>(data) - l.offset);
     if constexpr (std::is_same_v<R, matmul_acc_t<R>>)
       host_matmul(tensor<R>(st, l), a_, b_, c_, epilogue, ctx);
-    else
-      host_matmul(tensor<R>(st, l), a_, b_, c_); // (not fused: no epilogue is handed here)
+    else // (fusable() is false: never handed an epilogue)
+      throw error("matmul", "internal: an epilogue for a product converted after it",
+                  "result dtype " + std::string(name(dtype_of<R>())));
   }
   bool compute_into(const std::shared_ptr<kiln::storage>& st, const layout& l, dtype t) override {
     if (done_ || !out.device().is_host() || t != dtype_of<R>() || !l.is_contiguous() ||
@@ -178,6 +181,26 @@ private:
 // The deferred products of one statement.
 struct product_context {
   std::vector<std::unique_ptr<deferred_product>> products;
+  // Where the products the innermost running statement deferred begin: a statement nested in
+  // another (an operand evaluated on the way) runs only its own, so an outer one it shares
+  // must be computed when it is found.
+  std::size_t first = 0;
+};
+
+// A statement's span of its context's products, from here on, for its lifetime.
+class own_products {
+public:
+  explicit own_products(product_context& ctx) : ctx_(ctx), saved_(ctx.first) {
+    ctx.first = ctx.products.size();
+  }
+  ~own_products() { ctx_.first = saved_; }
+  own_products(const own_products&) = delete;
+  own_products& operator=(const own_products&) = delete;
+  std::size_t first() const { return ctx_.first; }
+
+private:
+  product_context& ctx_;
+  std::size_t saved_;
 };
 
 // materialize (eval/assign.hpp) with the top-level products deferred into ctx. Every
@@ -203,11 +226,14 @@ template <class R, class Ma, class Mb>
 tensor<R> shared_product(const contraction& c, const Ma& a, const Mb& b, const kiln::device& where,
                          const kiln::shape& result, product_context& ctx, bool defer) {
   const flat_pass<Ma, Mb> f(a, b);
-  for (const auto& d : ctx.products)
-    if (d->is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), c, result)) {
-      if (!defer) d->compute();
-      return static_cast<const deferred_matmul<R, Ma, Mb>&>(*d).result();
+  for (std::size_t i = 0; i < ctx.products.size(); ++i) {
+    deferred_product& d = *ctx.products[i];
+    if (d.is(&deferred_matmul<R, Ma, Mb>::tag, f.leaf_span(), f.scalar_span(), c, result)) {
+      // (one an enclosing statement deferred runs after this one: computed now)
+      if (!defer || i < ctx.first) d.compute();
+      return static_cast<const deferred_matmul<R, Ma, Mb>&>(d).result();
     }
+  }
   auto d = std::make_unique<deferred_matmul<R, Ma, Mb>>(c, a, b, where, result);
   if (!defer) d->compute();
   tensor<R> out = d->result();
@@ -478,7 +504,8 @@ void product_assign(const tensor<D>& dst, const E& e) {
     if (device_product_into(dst, e)) return;
   const statement_scope scope;
   product_context& ctx = statement_products();
-  const std::size_t first = ctx.products.size();
+  const own_products own(ctx);
+  const std::size_t first = own.first();
   const auto m = materialize_top(e, ctx);
   if constexpr (is_tensor_v<std::remove_cvref_t<decltype(m)>>) { // dst = matmul(a, b)
     if (ctx.products.size() == first + 1 &&
@@ -504,7 +531,8 @@ template <element... D, class... E>
 void product_eval(pending_assign<D, E>&... p) {
   const statement_scope scope;
   product_context& ctx = statement_products();
-  const std::size_t first = ctx.products.size();
+  const own_products own(ctx);
+  const std::size_t first = own.first();
   const std::tuple<decltype(materialized_top(p.expr(), ctx))...> ms(
       materialized_top(p.expr(), ctx)...);
   product_eval_with(ctx, first, ms, std::index_sequence_for<D...>{}, p...);

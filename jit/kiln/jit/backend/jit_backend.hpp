@@ -99,9 +99,10 @@ public:
     std::call_once(spaces_once_, [&] { make_spaces(); });
     return *reduction_;
   }
-  const tune::space& matmul_space() {
+  // (`splits`: with the split-K parameter's values: for products a split may help.)
+  const tune::space& matmul_space(bool splits = true) {
     std::call_once(spaces_once_, [&] { make_spaces(); });
-    return *matmul_;
+    return splits ? *matmul_ : *matmul_whole_;
   }
 
 private:
@@ -118,9 +119,10 @@ private:
         std::make_unique<tune::space>(tune::elementwise_space(l, default_workgroup(), groups));
     reduction_ = std::make_unique<tune::space>(tune::reduction_space(l, groups));
     matmul_ = std::make_unique<tune::space>(tune::matmul_space(l));
+    matmul_whole_ = std::make_unique<tune::space>(tune::matmul_space(l, false));
   }
   std::once_flag spaces_once_;
-  std::unique_ptr<tune::space> elementwise_, reduction_, matmul_;
+  std::unique_ptr<tune::space> elementwise_, reduction_, matmul_, matmul_whole_;
 };
 
 } // namespace kiln::jit

@@ -52,7 +52,7 @@ inline contraction_site site_of(jit_backend* be, const device_contraction& c) {
   std::int64_t outputs = c.extents[nb] * c.extents[nb + 1];
   for (int d = parts; d < nb; ++d)
     outputs *= c.extents[d];
-  const std::int64_t k = c.extents[nb + 2] * (parts ? c.extents[0] : 1);
+  const std::int64_t k = c.whole_k > 0 ? c.whole_k : c.extents[nb + 2];
   return {&static_cast<compiled_contraction&>(*state),
           {tune::log2_floor(std::max<std::int64_t>(k, 1)), tune::log2_floor(outputs)}};
 }
@@ -62,7 +62,16 @@ inline tune::config jit_backend::contract_choice(const device_contraction& c) {
   const contraction_site site = site_of(this, c);
   compiled_contraction& cc = *site.cc;
   const contract_spec base{c.acc, c.result, c.batch_rank, {}, c.product};
-  return cc.choices.get(this, tuning_identity(), matmul_space(), cc.id, site.bucket,
+  // A split may help a long K over few output tiles (a few times fewer than the device runs
+  // at once, around split_k_chunk's rule); other products search their tiles alone.
+  std::int64_t tiles =
+      (c.extents[c.batch_rank] + 63) / 64 * ((c.extents[c.batch_rank + 1] + 63) / 64);
+  for (int d = c.parts_first ? 1 : 0; d < c.batch_rank; ++d)
+    tiles *= c.extents[d];
+  const bool splits =
+      (c.whole_k > 0 ? c.whole_k : c.extents[c.batch_rank + 2]) >= kiln::detail::split_k_least &&
+      tiles < 8 * concurrent_groups();
+  return cc.choices.get(this, tuning_identity(), matmul_space(splits), cc.id, site.bucket,
                         [this, &cc, &lp = c.lowered, base](const tune::config& cf) {
                           (void)contraction_kernel(cc, lp, base, cf);
                         });
@@ -83,6 +92,10 @@ inline std::int64_t jit_backend::contract_parts(const device_contraction& c) {
   asked_contraction& a = last_asked();
   a.cfg = contract_choice(c);
   a.c = &c;
+  // A product the kernel declines (fewer rows or columns than min_mn) is not split either:
+  // it runs as the reduction.
+  const int nb = c.batch_rank;
+  if (std::min(c.extents[nb], c.extents[nb + 1]) < a.cfg[tune::mm::min_mn]) return -1;
   return a.cfg[tune::mm::split];
 }
 
@@ -111,6 +124,9 @@ inline std::shared_ptr<kernel> jit_backend::contraction_kernel(compiled_contract
 }
 
 inline bool jit_backend::contract(const device_contraction& c) {
+  asked_contraction& asked = last_asked();
+  const bool was_asked = asked.c == &c;
+  asked.c = nullptr; // (before any return: never a pointer past its contraction's life)
   const int nb = c.batch_rank;
   if (static_cast<int>(c.inputs.size() + c.targets.size()) > max_buffers()) return false;
   std::int64_t batch = 1;
@@ -122,9 +138,7 @@ inline bool jit_backend::contract(const device_contraction& c) {
   compiled_contraction& cc = *site.cc;
   const tune::size_bucket& bucket = site.bucket;
   const contract_spec base{c.acc, c.result, nb, {}, c.product};
-  asked_contraction& asked = last_asked();
-  const tune::config cfg = asked.c == &c ? asked.cfg : contract_choice(c);
-  asked.c = nullptr;
+  const tune::config cfg = was_asked ? asked.cfg : contract_choice(c);
   if (tune::recording()) tune::record_contraction(tuning_identity(), cc.id, bucket, c);
   if (std::min(m, n) < cfg[tune::mm::min_mn]) return false;
   const kernels::contraction_tile tile = tune::tile_of(cfg);

@@ -107,7 +107,10 @@ inline kernels::contraction_tile tile_of(const config& c) {
   return t;
 }
 
-inline space matmul_space(const device_limits& l) {
+// `splits`: whether `split` takes values other than 0 (the rule). Only products a split can
+// help (a long K over few output tiles) search it; elsewhere a sample over it would spend a
+// tuner's budget on parts that only slow a product down.
+inline space matmul_space(const device_limits& l, bool splits = true) {
   const kernels::contraction_tile d;
   const std::int64_t wg_max = std::min<std::int64_t>(l.max_workgroup, 1024);
   const std::int64_t shared = l.shared_bytes;
@@ -127,7 +130,8 @@ inline space matmul_space(const device_limits& l) {
         "parts K is cut into, each part's product then summed (split-K); 0: the rule (a long K "
         "over fewer output tiles than the device runs at once), 1: none (a K past 32,768 is "
         "cut all the same)",
-        {0, 1, 2, 4, 8, 16, 32, 64},
+        splits ? std::vector<std::int64_t>{0, 1, 2, 4, 8, 16, 32, 64}
+               : std::vector<std::int64_t>{0},
         0}},
       [wg_max, shared](const config& c) -> std::string {
         const kernels::contraction_tile t = tile_of(c);
