@@ -437,6 +437,19 @@ TEST_CASE("einsum: the consuming expression is the product's epilogue on the hos
   const kiln::tensor<double> sq2 = kiln::relu(kiln::matmul(sq, sq));
   run([&] { sq = kiln::relu(kiln::einsum("ij,jk->ik", sq, sq)); }, 1, 0, 0, "into an operand");
   check_close(read(sq), read(sq2), 1e-12, "sq = relu(einsum(sq, sq))");
+  // Operand expressions: in the product's order they are read while the kernel packs them;
+  // rows that merge two labels evaluate the expression first. Either way one product, fused.
+  run([&] { y = kiln::tanh(kiln::einsum("bij,bjk->bik", x * 2.0, w3 * 0.5)); }, 1, 1, 1,
+      "expression operands in order");
+  check_close(read(y), want([](double v, std::size_t) { return std::tanh(v); }), 1e-12,
+              "tanh(einsum(x * 2, w3 * 0.5))");
+  run([&] { y = kiln::tanh(kiln::einsum("bij,jk->bik", x * 2.0, w)) * 0.5; }, 1, 1, 1,
+      "an expression operand whose rows merge");
+  check_close(read(y), want([](double v, std::size_t) { return 0.5 * std::tanh(2 * v); }), 1e-12,
+              "tanh(einsum(x * 2, w)) / 2");
+  run([&] { y = kiln::einsum("bij,kj->bik", x, kiln::exp(wt) - kiln::exp(wt) + wt); }, 1, 0, 0,
+      "an expression operand read transposed");
+  check_close(read(y), z, 1e-12, "einsum(x, exp(wt) - exp(wt) + wt)");
   // dst = einsum(...) of the product's type: straight into dst.
   run([&] { y = kiln::einsum("bij,jk->bik", x, w); }, 1, 0, 0, "dst = einsum");
   check_close(read(y), z, 1e-12, "y = einsum");
@@ -520,21 +533,27 @@ TEST_CASE("einsum: random subscripts on each GPU device match double sums",
         for (std::int64_t q = 0; q < k; ++q)
           z[e * n + j] += av[e * k + q] * bv[q * n + j];
     kiln::tensor<float> y = kiln::zeros<float>({nb, m, n}).to(*dev);
-    for (int form = 0; form < 3; ++form) {
+    // Forms 3 and 4: an operand expression, read in the tile loads where it is the product's
+    // matrix as it is (batch, rows, K), evaluated first where its rows merge two labels.
+    const auto b3 = b32.unsqueeze(0).broadcast_to({nb, k, n});
+    for (int form = 0; form < 5; ++form) {
       const auto launches = tune_test::launches_of([&] {
         if (form == 0)
-          y = kiln::relu(
-              kiln::einsum("bij,bjk->bik", a32, b32.unsqueeze(0).broadcast_to({nb, k, n})) + c32);
+          y = kiln::relu(kiln::einsum("bij,bjk->bik", a32, b3) + c32);
         else if (form == 1)
           y = kiln::relu(kiln::einsum("bij,jk->bik", a32, b32) + c32);
-        else
+        else if (form == 2)
           y = kiln::relu(kiln::einsum("bij,jk->bik", a32, b32) + c332);
+        else if (form == 3)
+          y = kiln::relu(kiln::einsum("bij,bjk->bik", a32 * 2.0f, b3 * 0.5f) + c32);
+        else
+          y = kiln::relu(kiln::einsum("bij,jk->bik", a32 * 2.0f, b32 * 0.5f) + c32);
       });
       std::vector<double> want(z.size());
       for (std::size_t i = 0; i < z.size(); ++i)
-        want[i] = std::max(0.0, z[i] + (form < 2 ? cv[i % n] : cv[(i / (m * n)) * n + i % n]));
+        want[i] = std::max(0.0, z[i] + (form != 2 ? cv[i % n] : cv[(i / (m * n)) * n + i % n]));
       INFO("form " << form << " on " << dev->str());
-      CHECK(launches.size() == (form < 2 ? 1u : 2u));
+      CHECK(launches.size() == (form == 2 || form == 4 ? 2u : 1u));
       grad_test::check_close(read(y), want, 1e-5, "relu(einsum + c) on " + dev->str());
     }
   }

@@ -175,11 +175,16 @@ TEST_CASE("device matmul: a long K over few output tiles is split into parts, th
   for (const kiln::device* dev : devices()) {
     const bool stand_in = test::stand_in(*dev);
     // Shapes of one output tile (split on any device that runs 2 or more workgroups at once),
-    // and K past 32,768 (always split: a batch here).
-    std::vector<std::pair<kiln::shape, kiln::shape>> cases = {
-        {{64, 8192}, {8192, 48}}, {{40, 5000}, {5000, 24}}, {{2, 9, 40000}, {40000, 11}}};
-    if (!stand_in) // K past one kernel's loop budget (16,384 steps of the default tile's 8)
+    // and K past 32,768 (always split: a batch here). On the CPU stand-ins, where every new
+    // kernel is a host compile, the shape with a short last part only (their generated code
+    // for the parts' extra batch dim and the short part).
+    std::vector<std::pair<kiln::shape, kiln::shape>> cases = {{{40, 5000}, {5000, 24}}};
+    if (!stand_in) {
+      cases.push_back({{2, 9, 40000}, {40000, 11}});
+      cases.push_back({{64, 8192}, {8192, 48}});
+      // K past one kernel's loop budget (16,384 steps of the default tile's 8)
       cases.push_back({{8, 16384 * 16 + 100}, {16384 * 16 + 100, 9}});
+    }
     for (const auto& [sa, sb] : cases) {
       const auto x = operand<float>(sa, *dev), y = operand<float>(sb, *dev);
       auto run = [&] { return kiln::tensor<float>(kiln::matmul(x, y)); };
@@ -199,7 +204,7 @@ TEST_CASE("device matmul: a long K over few output tiles is split into parts, th
       check(run(), reference(read(x), read(y)), what);
     }
     // The matmul family's `split` for the whole product's kernel (asked before anything
-    // launches, so a tuner sees it first): forced to 1 the product runs whole, to 2 or 8 in
+    // launches, so a tuner sees it first): forced to 1 the product runs whole, to 8 in
     // that many parts (another kernel launches: the parts'), each against the reference.
     {
       const auto x = operand<float>({40, 5000}, *dev), y = operand<float>({5000, 24}, *dev);
@@ -207,7 +212,7 @@ TEST_CASE("device matmul: a long K over few output tiles is split into parts, th
       const auto sites = tune_test::launches_of(run);
       REQUIRE(sites[0].sp->family() == "matmul");
       const product want = reference(read(x), read(y));
-      for (const int parts : {1, 2, 8}) {
+      for (const int parts : {1, 8}) {
         tune::config c = sites[0].sp->defaults();
         c[tune::mm::split] = parts;
         tune::launch_hook h;
@@ -227,19 +232,21 @@ TEST_CASE("device matmul: a long K over few output tiles is split into parts, th
       }
     }
     // Integers (i64 partials, wrapped once at the end) and f16 (f32 partials), K past 32,768:
-    // split on every device.
+    // split on every device (vulkan:0 only: the stand-ins compile each kernel).
     const std::int64_t kl = 40000;
-    const auto xi = operand<std::int32_t>({17, kl}, *dev),
-               yi = operand<std::int32_t>({kl, 13}, *dev);
-    auto ri = [&] { return kiln::tensor<std::int32_t>(kiln::matmul(xi, yi)); };
-    const auto fi = families_of(ri);
-    CHECK(std::find(fi.begin(), fi.end(), "reduction") != fi.end());
-    check(ri(), reference(read(xi), read(yi)), "i32 split on " + dev->str());
-    const auto xh = operand<kiln::half>({17, kl}, *dev), yh = operand<kiln::half>({kl, 13}, *dev);
-    auto rh = [&] { return kiln::tensor<kiln::half>(kiln::matmul(xh, yh)); };
-    const auto fh = families_of(rh);
-    CHECK(std::find(fh.begin(), fh.end(), "reduction") != fh.end());
-    check(rh(), reference(read(xh), read(yh)), "f16 split on " + dev->str());
+    if (!stand_in) {
+      const auto xi = operand<std::int32_t>({17, kl}, *dev),
+                 yi = operand<std::int32_t>({kl, 13}, *dev);
+      auto ri = [&] { return kiln::tensor<std::int32_t>(kiln::matmul(xi, yi)); };
+      const auto fi = families_of(ri);
+      CHECK(std::find(fi.begin(), fi.end(), "reduction") != fi.end());
+      check(ri(), reference(read(xi), read(yi)), "i32 split on " + dev->str());
+      const auto xh = operand<kiln::half>({17, kl}, *dev), yh = operand<kiln::half>({kl, 13}, *dev);
+      auto rh = [&] { return kiln::tensor<kiln::half>(kiln::matmul(xh, yh)); };
+      const auto fh = families_of(rh);
+      CHECK(std::find(fh.begin(), fh.end(), "reduction") != fh.end());
+      check(rh(), reference(read(xh), read(yh)), "f16 split on " + dev->str());
+    }
     // A consumer of a split product is a pass after the sum, not the kernel's epilogue.
     const auto x = operand<float>({20, 6000}, *dev), w = operand<float>({6000, 30}, *dev);
     const auto bv = test::uniform<float>(30, -1, 1);

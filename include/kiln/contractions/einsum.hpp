@@ -10,7 +10,8 @@
 // first, in the result's accumulator type (f32, f64 or i64, as matmul's sums: a copy of an
 // operand of another type). Where the product is the output (its dims in the product's
 // order), the einsum is one of its statement's products (epilogue.hpp): its consumer is the
-// product's epilogue, as a matmul's is.
+// product's epilogue, as a matmul's is, and an operand expression that is the product's
+// matrix as it is (einsum_reads_in_order) is read by the kernel, not evaluated first.
 #include "kiln/contractions/einsum_plan.hpp"
 #include "kiln/contractions/matmul.hpp"
 #include "kiln/creation.hpp"
@@ -234,11 +235,66 @@ inline constexpr bool has_top_product<einsum_node<A, B>> = !std::is_same_v<B, ei
 // Within a statement (ctx not null), an einsum whose product is its output is one of the
 // statement's products (epilogue.hpp): shared with every occurrence of the same product,
 // and, with `defer`, computed when the statement runs it, with its consumer as the epilogue.
+// An operand as the product reads it: as it is, in the accumulator's type (a cast the kernel
+// applies while packing).
+template <class C, class X>
+auto as_accumulated(const X& x) {
+  if constexpr (std::is_same_v<C, value_t<X>>)
+    return x;
+  else
+    return kiln::cast<C>(x);
+}
+
+// A stand-in for an operand the product reads as it is (einsum_reads_in_order): its shape,
+// no memory (the lowering only views it, and its views are not read).
+template <class C, class X>
+tensor<C> stand_in(const X& x) {
+  return tensor<C>(std::shared_ptr<storage>{}, layout::contiguous(shape_of(x)));
+}
+
+// The contraction's result, computed where its operands live (the first operand's device).
+// Within a statement (ctx not null), an einsum whose product is its output is one of the
+// statement's products (epilogue.hpp): shared with every occurrence of the same product,
+// and, with `defer`, computed when the statement runs it, with its consumer as the epilogue;
+// an operand expression that is the product's matrix as it is (einsum_reads_in_order) is
+// then read while the kernel packs it, not evaluated first.
 template <class A, class B>
 tensor<value_t<einsum_node<A, B>>> einsum_result(const einsum_node<A, B>& n, product_context* ctx,
                                                  bool defer) {
   using R = value_t<einsum_node<A, B>>;
   using C = matmul_acc_t<R>;
+  // (Operands the kernel may read: elementwise trees, nothing inside them to compute first, on
+  // any device.)
+  constexpr bool two = !std::is_same_v<B, einsum_unit>;
+  constexpr bool read_a = two && !is_tensor_v<A> && plain_tree<A> && device_only_in<A> == nullptr;
+  constexpr bool read_b = two && !is_tensor_v<B> && plain_tree<B> && device_only_in<B> == nullptr;
+  if constexpr (read_a || read_b) {
+    const bool ra = read_a && ctx != nullptr && einsum_reads_in_order(n.p, 0);
+    const bool rb = read_b && ctx != nullptr && einsum_reads_in_order(n.p, 1);
+    if (ra || rb) {
+      const kiln::device where = device_of(n.a);
+      check_devices(n.b, where, "einsum");
+      const tensor<C> ta = ra ? stand_in<C>(n.a) : einsum_operand<C>(n.a);
+      const tensor<C> tb = rb ? stand_in<C>(n.b) : einsum_operand<C>(n.b);
+      const einsum_lowering<C> w = lower_einsum(n.p, ta, tb);
+      if (w.product_is_output(n.p)) {
+        const kiln::shape& out = n.p.out_shape;
+        if constexpr (read_a && read_b)
+          if (ra && rb)
+            return shared_product<R>(w.c, as_accumulated<C>(n.a), as_accumulated<C>(n.b), where,
+                                     out, *ctx, defer);
+        if constexpr (read_a)
+          if (ra && !rb)
+            return shared_product<R>(w.c, as_accumulated<C>(n.a), w.mb, where, out, *ctx, defer);
+        if constexpr (read_b)
+          if (rb && !ra)
+            return shared_product<R>(w.c, w.ma, as_accumulated<C>(n.b), where, out, *ctx, defer);
+      }
+      // (not the output's order after all: every operand evaluated, as below)
+      const tensor<C> ea = ra ? einsum_operand<C>(n.a) : ta, eb = rb ? einsum_operand<C>(n.b) : tb;
+      return run_einsum<R>(n.p, lower_einsum(n.p, ea, eb), where);
+    }
+  }
   const tensor<C> ta = einsum_operand<C>(n.a);
   // (tb bound once: assigning a tensor writes into its elements)
   const tensor<C> tb = [&] {

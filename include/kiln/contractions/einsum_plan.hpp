@@ -88,6 +88,13 @@ struct einsum_roles {
 KILN_CORE_INLINE einsum_roles roles_of(const einsum_plan& p, const einsum_labels& a,
                                        const einsum_labels& b);
 
+// Whether operand i of a two-operand plan is its batched product's matrix as it is: its
+// labels distinct, none broadcast from a dim of 1 or summed away first, in the order batch
+// (the output's order), then a's free label and the contracted one (b: the contracted, then
+// its free one), at most one free and one contracted. Such an operand, an expression, is read
+// by the product's kernel while it packs (no temporary for it).
+KILN_CORE_INLINE bool einsum_reads_in_order(const einsum_plan& p, int i);
+
 } // namespace kiln
 
 #if KILN_CORE_DEFINITIONS

@@ -305,4 +305,27 @@ KILN_CORE_INLINE einsum_roles roles_of(const einsum_plan& p, const einsum_labels
   return r;
 }
 
+KILN_CORE_INLINE bool einsum_reads_in_order(const einsum_plan& p, int i) {
+  if (p.operands != 2) return false;
+  const einsum_labels& l = p.in[i];
+  for (std::size_t d = 0; d < l.size(); ++d) {
+    const std::int8_t x = l[d];
+    if (std::find(l.begin(), l.begin() + d, x) != l.begin() + d) return false; // a diagonal
+    if (p.in_shape[i][int(d)] != p.extent[x]) return false;                    // broadcast
+    if (!p.in_output(x) && !p.in_operand(1 - i, x)) return false;              // summed away
+  }
+  const einsum_roles r = i == 0 ? roles_of(p, l, p.in[1]) : roles_of(p, p.in[0], l);
+  const einsum_labels& free = i == 0 ? r.free_a : r.free_b;
+  if (free.size() > 1 || r.contracted.size() != 1) return false;
+  einsum_labels want = r.batch;
+  if (i == 0) {
+    want.insert(want.end(), free.begin(), free.end());
+    want.push_back(r.contracted[0]);
+  } else {
+    want.push_back(r.contracted[0]);
+    want.insert(want.end(), free.begin(), free.end());
+  }
+  return want == l;
+}
+
 } // namespace kiln
