@@ -72,6 +72,10 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
 // device runs at once is cut so that the parts fill it. A K past one kernel's loop budget is
 // always cut.
 inline constexpr std::int64_t split_k_least = 4096, split_k_most = 32768;
+// The output tiles the rule counts: of the default 64 x 64 tile.
+inline std::int64_t split_k_tiles(std::int64_t batch, std::int64_t m, std::int64_t n) {
+  return batch * ((m + 63) / 64) * ((n + 63) / 64);
+}
 KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t parts, std::int64_t batch, std::int64_t m,
                                             std::int64_t n, std::int64_t k, std::int64_t groups);
 

@@ -65,15 +65,18 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   std::vector<ir::expr_description> exprs{el, er};
   std::vector<const storage*> targets{&out};
   std::vector<std::int64_t> target_offsets{out_offset};
-  std::vector<operand_strides> target_strides(1);
-  {
-    // Without an epilogue: the product, contiguous.
-    std::int64_t st = 1;
-    for (int d = rank - 1; d-- > 0;) {
-      target_strides[0][d] = st;
-      st *= extents[d];
+  // A target stored contiguously over `ext` but its last dim (k: stride 0), as a kernel
+  // without an epilogue stores: the product, or a split's slots of partial sums.
+  auto contiguous_over = [](const kiln::shape& ext) {
+    operand_strides t{};
+    std::int64_t e = 1;
+    for (int d = ext.size() - 1; d-- > 0;) {
+      t[d] = e;
+      e *= ext[d];
     }
-  }
+    return t;
+  };
+  std::vector<operand_strides> target_strides{contiguous_over(extents)};
   int product = -1;
   if (epilogue) {
     std::span<const flat_leaf> ov(outer);
@@ -133,10 +136,10 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   // fused kernel the rule declines is not a site a tuner should see). A product asked about
   // is then launched, whole or in parts (contract takes the choice it was asked for).
   const std::int64_t parts = epilogue || !split ? 0 : ex.contract_parts(whole);
-  const std::int64_t chunk = nb + 4 > max_rank || parts < 0
-                                 ? 0
-                                 : split_k_chunk(epilogue ? 0 : parts, s.batch_count(), s.m, s.n,
-                                                 s.k, ex.concurrent_groups());
+  const std::int64_t chunk =
+      nb + 4 > max_rank || parts < 0
+          ? 0
+          : split_k_chunk(parts, s.batch_count(), s.m, s.n, s.k, ex.concurrent_groups());
   if (chunk > 0 && (epilogue || !split)) return false;
   if (chunk == 0) return ex.contract(whole);
   // Split-K: K in parts of `chunk` (the last shorter where K is not a multiple), each part's
@@ -151,15 +154,6 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   std::vector<device_leaf> in(lt.inputs.begin(), lt.inputs.end());
   std::deque<layout> kept;
   std::vector<operand_strides> st(in.size());
-  auto contiguous_over = [](const kiln::shape& ext) { // a target's strides, k's 0
-    operand_strides t{};
-    std::int64_t e = 1;
-    for (int d = ext.size() - 1; d-- > 0;) {
-      t[d] = e;
-      e *= ext[d];
-    }
-    return t;
-  };
   if (full > 0) {
     kiln::shape ext = extents;
     ext.insert(0, full);
@@ -209,7 +203,7 @@ KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t parts, std::int64_t bat
   // loop budget (16,384 trips of its K step, 8 at the least) is cut whatever the count.
   if (m == 0 || n == 0 || batch == 0 || k < 128) return 0;
   if (parts == 0 && k >= split_k_least) {
-    const std::int64_t tiles = batch * ((m + 63) / 64) * ((n + 63) / 64);
+    const std::int64_t tiles = split_k_tiles(batch, m, n);
     if (tiles < groups) parts = std::min((2 * groups + tiles - 1) / tiles, k / 1024);
   }
   // At least the parts the loop budget needs, at most parts of 64.

@@ -35,11 +35,12 @@ inline std::int64_t jit_backend::concurrent_groups() const {
   return 128;
 }
 
-// A contraction's kernels and choices (its state on this backend), and the size bucket its
-// configuration is chosen at: K and the outputs, of the whole product where the first batch
-// dim is a split's parts.
+// A contraction's kernels and choices (its state on this backend), and the size its
+// configuration is chosen at: the whole product's K and batch elements (a split's part has
+// the whole K in whole_k, and its parts as the first batch dim), and their bucket.
 struct contraction_site {
   compiled_contraction* cc;
+  std::int64_t k, batch;
   tune::size_bucket bucket;
 };
 inline contraction_site site_of(jit_backend* be, const device_contraction& c) {
@@ -48,12 +49,15 @@ inline contraction_site site_of(jit_backend* be, const device_contraction& c) {
     s->id = tune::contraction_id(c.lowered.ir);
     return s;
   });
-  const int nb = c.batch_rank, parts = c.parts_first ? 1 : 0;
-  std::int64_t outputs = c.extents[nb] * c.extents[nb + 1];
-  for (int d = parts; d < nb; ++d)
-    outputs *= c.extents[d];
+  const int nb = c.batch_rank;
+  std::int64_t batch = 1;
+  for (int d = c.parts_first ? 1 : 0; d < nb; ++d)
+    batch *= c.extents[d];
   const std::int64_t k = c.whole_k > 0 ? c.whole_k : c.extents[nb + 2];
+  const std::int64_t outputs = batch * c.extents[nb] * c.extents[nb + 1];
   return {&static_cast<compiled_contraction&>(*state),
+          k,
+          batch,
           {tune::log2_floor(std::max<std::int64_t>(k, 1)), tune::log2_floor(outputs)}};
 }
 
@@ -64,13 +68,10 @@ inline tune::config jit_backend::contract_choice(const device_contraction& c) {
   const contract_spec base{c.acc, c.result, c.batch_rank, {}, c.product};
   // A split may help a long K over few output tiles (a few times fewer than the device runs
   // at once, around split_k_chunk's rule); other products search their tiles alone.
-  std::int64_t tiles =
-      (c.extents[c.batch_rank] + 63) / 64 * ((c.extents[c.batch_rank + 1] + 63) / 64);
-  for (int d = c.parts_first ? 1 : 0; d < c.batch_rank; ++d)
-    tiles *= c.extents[d];
   const bool splits =
-      (c.whole_k > 0 ? c.whole_k : c.extents[c.batch_rank + 2]) >= kiln::detail::split_k_least &&
-      tiles < 8 * concurrent_groups();
+      site.k >= kiln::detail::split_k_least &&
+      kiln::detail::split_k_tiles(site.batch, c.extents[c.batch_rank],
+                                  c.extents[c.batch_rank + 1]) < 8 * concurrent_groups();
   return cc.choices.get(this, tuning_identity(), matmul_space(splits), cc.id, site.bucket,
                         [this, &cc, &lp = c.lowered, base](const tune::config& cf) {
                           (void)contraction_kernel(cc, lp, base, cf);
