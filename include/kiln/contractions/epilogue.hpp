@@ -20,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 namespace kiln::detail {
@@ -79,10 +78,11 @@ public:
   // The result's memory (what the statement's leaves read) and its dtype.
   virtual const kiln::storage* result_storage() const = 0;
   virtual dtype result_type() const = 0;
-  // On the host: computes the product into the contiguous host memory at `data` (layout l, of
-  // the product's shape and the result's dtype) instead of the result, handing each finished
-  // strip to `epilogue`.
-  virtual void compute_at(void* data, const layout& l, gemm_epilogue epilogue, const void* ctx) = 0;
+  // On the host: computes the product into contiguous host memory (l over st, of the product's
+  // shape and the result's dtype) instead of the result, handing each finished strip to
+  // `epilogue`.
+  virtual void compute_at(const std::shared_ptr<kiln::storage>& st, const layout& l,
+                          gemm_epilogue epilogue, const void* ctx) = 0;
 
 protected:
   deferred_product(const void* tag, const contraction& c, const kiln::shape& result, bool fusable)
@@ -124,13 +124,11 @@ public:
   tensor<R> result() const { return out.reshape(result_); }
   const kiln::storage* result_storage() const override { return out.storage().get(); }
   dtype result_type() const override { return dtype_of<R>(); }
-  void compute_at(void* data, const layout& l, gemm_epilogue epilogue, const void* ctx) override {
+  void compute_at(const std::shared_ptr<kiln::storage>& st, const layout& l, gemm_epilogue epilogue,
+                  const void* ctx) override {
     if (done_) return;
     done_ = true;
     elsewhere_ = true; // (no later mention may take `out`)
-    // (borrowed: the target's memory, not freed here)
-    const auto st = std::make_shared<kiln::storage>(dtype_of<R>(), l.offset + numel(c_.out),
-                                                    static_cast<R*>(data) - l.offset);
     if constexpr (std::is_same_v<R, matmul_acc_t<R>>)
       host_matmul(tensor<R>(st, l), a_, b_, c_, epilogue, ctx);
     else // (fusable() is false: never handed an epilogue)
@@ -331,15 +329,16 @@ inline void fused_runner_product(deferred_product& d, const host_kernel_ref& k,
   const contraction& c = d.shape();
   const bool in_output = outs.size() == 1 && product_in_output(d, outs[0], leaves);
   std::vector<flat_leaf> moved;
-  std::optional<kiln::storage> held; // the output's memory, borrowed, as the product's leaf
+  // The output's memory, borrowed (not freed here): the product's target and its leaf.
+  std::shared_ptr<kiln::storage> held;
   if (in_output) {
     const layout& l = *outs[0].layout;
-    held.emplace(outs[0].type, l.offset + numel(c.out),
-                 static_cast<unsigned char*>(outs[0].data) -
-                     l.offset * std::int64_t(size_of(outs[0].type)));
+    held = std::make_shared<kiln::storage>(outs[0].type, l.offset + numel(c.out),
+                                           static_cast<unsigned char*>(outs[0].data) -
+                                               l.offset * std::int64_t(size_of(outs[0].type)));
     moved.assign(leaves.begin(), leaves.end());
     for (flat_leaf& f : moved)
-      if (f.storage == d.result_storage()) f = flat_leaf{&*held, &l, f.type};
+      if (f.storage == d.result_storage()) f = flat_leaf{held.get(), &l, f.type};
     leaves = moved;
   }
   strip_pass p{k, outs, leaves, scalars, c.out, int(c.batch.size()), true, true};
@@ -348,7 +347,7 @@ inline void fused_runner_product(deferred_product& d, const host_kernel_ref& k,
   p.has_cols = c.out_t ? has_rows(c.fa) : has_cols(c.fb);
   if (in_output) {
     ++host_gemm_counts().in_output;
-    d.compute_at(outs[0].data, *outs[0].layout, &run_strip, &p);
+    d.compute_at(held, *outs[0].layout, &run_strip, &p);
   } else
     d.compute(&run_strip, &p);
 }
