@@ -12,7 +12,13 @@
 //  4. split-K: a long K over few output tiles cut into parts by the rule (the parts'
 //     products, then their sum) against the product computed whole (the family's `split`
 //     forced to 1 on the whole product's kernel).
-// Usage: bench_matmul_device [--quick]
+//  5. --large (a GPU): f32 and f16 C = A B at n = 1024, 2048, 4096 (kiln's kernel with its
+//     default tile, then the tile kiln::tune chooses at 4096; the device's provider, cuBLAS on
+//     CUDA), and gelu(matmul(x, w) + b) at M = N = 4096 as one kernel against the product
+//     (kiln's or the provider's) then a pass; the PyTorch and CuPy peers of the same rows are
+//     bench/matmul_peers.py, run beside it.
+// Usage: bench_matmul_device [--quick | --large]
+#include <kiln/jit/backend/jit_backend.hpp>
 #include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
 
@@ -82,13 +88,111 @@ void with_split(const kiln::jit::tune::launch_site& whole, std::int64_t parts, F
   f();
 }
 
+// Products the size of a GPU: TFLOP/s of kiln's kernel (providers off: the default tile, then
+// the tile kiln::tune chooses at 4096) and of the product with the device's provider (cuBLAS
+// on CUDA, where one loads), and the fused epilogue.
+template <class T>
+void large_products(const kiln::device& dev, const char* dtype) {
+  std::printf("| %s n x n x n | kiln default tile TFLOP/s | kiln tuned TFLOP/s | tuned tile | "
+              "with the provider TFLOP/s |\n|---|---|---|---|---|\n",
+              dtype);
+  for (std::int64_t s : {1024, 2048, 4096}) {
+    const auto a = kiln::cast<T>(kiln::random::normal<float>({s, s}, 1)).eval().to(dev);
+    const auto b = kiln::cast<T>(kiln::random::normal<float>({s, s}, 2)).eval().to(dev);
+    kiln::tensor<T> c = kiln::zeros<T>({s, s}).to(dev);
+    const double flops = 2.0 * s * s * s;
+    const kiln::blas_use was = kiln::set_blas_use(kiln::blas_use::never);
+    const auto t = race(dev, {[&] { c = kiln::matmul(a, b); }}, 10);
+    std::string tuned = "| |";
+    if (s == 4096) {
+      kiln::tune_options o;
+      o.budget_seconds = 15;
+      o.force = true;
+      o.db = "/tmp/kiln-bench-matmul-large.db";
+      const kiln::tune_report rep =
+          kiln::tune([&] { return kiln::tensor<T>(kiln::matmul(a, b)); }, o);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "| %.2f | %s |", flops / rep.result.chosen_ns * 1e-3,
+                    rep.chosen.c_str());
+      tuned = buf;
+    }
+    kiln::set_blas_use(kiln::blas_use::automatic);
+    const auto p = race(dev, {[&] { c = kiln::matmul(a, b); }}, 10);
+    kiln::set_blas_use(was);
+    std::printf("| %ld | %.2f %s %.2f |\n", long(s), flops / t[0] * 1e-12, tuned.c_str(),
+                flops / p[0] * 1e-12);
+  }
+}
+
+// The device's own time of f (its clock: CUDA events, Vulkan timestamps), median of 10.
+template <class F>
+double device_ms(const kiln::device& dev, F&& f) {
+  auto* be = dynamic_cast<kiln::jit::jit_backend*>(kiln::backend_for(dev).get());
+  if (!be || !be->device_timer()) return 0;
+  std::vector<double> t;
+  for (int i = 0; i < 10; ++i) {
+    be->synchronize();
+    be->timer_begin();
+    f();
+    t.push_back(be->timer_end_ns() * 1e-6);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// gelu(x w + b): kiln's fused kernel, kiln's product then the pass, the provider's product then
+// the pass (blas_use::always), and the bare products.
+void large_epilogue(const kiln::device& dev) {
+  std::printf("\n| f32 M = N = 4096, K | kiln fused (ms) | kiln product, then the pass (ms) | "
+              "provider product, then the pass (ms) | kiln bare product (ms) | provider bare "
+              "product (ms) | device time: kiln fused, kiln bare (ms) |\n"
+              "|---|---|---|---|---|---|---|\n");
+  const std::int64_t m = 4096;
+  for (std::int64_t k : {64, 256, 1024, 4096}) {
+    const auto x = kiln::random::normal<float>({m, k}, 3).to(dev);
+    const auto w = kiln::random::normal<float>({k, m}, 4).to(dev);
+    const auto bias = kiln::random::normal<float>({m}, 5).to(dev);
+    kiln::tensor<float> y = kiln::zeros<float>({m, m}).to(dev), h = y;
+    auto with = [](kiln::blas_use u, auto f) {
+      return [u, f] {
+        const kiln::blas_use was = kiln::set_blas_use(u);
+        f();
+        kiln::set_blas_use(was);
+      };
+    };
+    auto fused = [&] { y = kiln::gelu(kiln::matmul(x, w) + bias); };
+    auto split = [&] {
+      h = kiln::matmul(x, w);
+      y = kiln::gelu(h + bias);
+    };
+    auto bare = [&] { h = kiln::matmul(x, w); };
+    using u = kiln::blas_use;
+    const auto t = race(dev,
+                        {with(u::never, fused), with(u::never, split), with(u::always, split),
+                         with(u::never, bare), with(u::always, bare)},
+                        10);
+    const double fd = device_ms(dev, with(u::never, fused));
+    const double bd = device_ms(dev, with(u::never, bare));
+    std::printf("| %ld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f, %.3f |\n", long(k), t[0] * 1e3,
+                t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3, fd, bd);
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool large = argc > 1 && std::strcmp(argv[1], "--large") == 0;
   const char* name = std::getenv("KILN_BENCH_DEVICE");
   const kiln::device dev(name ? name : "vulkan:0");
   std::printf("device %s\n\n", dev.str().c_str());
+  if (large) {
+    large_products<float>(dev, "f32");
+    std::printf("\n");
+    large_products<kiln::half>(dev, "f16");
+    large_epilogue(dev);
+    return 0;
+  }
   auto rounds = [&](double flops) { return std::clamp(int(2e10 / flops), quick ? 3 : 5, 15); };
 
   std::printf("| f32 n x n x n | tile kernel GFLOP/s | as a reduction GFLOP/s | speed-up |\n"

@@ -5,17 +5,23 @@
 #include "device_support.hpp"
 
 #include "kiln/jit/cuda/backend.hpp"
+#include "kiln/jit/cuda/cublas.hpp"
 
 namespace cuda_test {
 // KILN_TEST_CUDA_ON_CPU=<library> (the `cuda-on-cpu:` tests, device_on_cpu/cuda_driver.cpp):
-// that library is both the CUDA driver and NVRTC, the device must open, and the binary's
-// device tests run on CUDA only. Set before main(), before anything reads the settings.
+// that library is both the CUDA driver and NVRTC (and cuBLAS where asked), the device must
+// open, and the binary's device tests run on CUDA only. Set before main(), before anything reads
+// the settings.
 inline const bool on_cpu_ready = [] {
   if (const char* lib = std::getenv("KILN_TEST_CUDA_ON_CPU"); lib && *lib) {
     ::setenv("KILN_CUDA_DRIVER", lib, 1);
     ::setenv("KILN_NVRTC_LIBRARY", lib, 1);
     ::setenv("KILN_REQUIRE_CUDA", "1", 1);
     ::setenv("KILN_TEST_DEVICES", "cuda", 1);
+    // The same library is cuBLAS in the provider's tests (KILN_TEST_CUBLAS=1); the other
+    // tests run kiln's kernels, without a provider.
+    const char* cublas = std::getenv("KILN_TEST_CUBLAS");
+    ::setenv("KILN_CUBLAS_LIBRARY", cublas && *cublas == '1' ? lib : "none", 1);
   }
   return true;
 }();

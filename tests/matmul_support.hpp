@@ -143,17 +143,16 @@ inline std::int64_t extent() {
   return pool[test::draw(0, int(std::size(pool)) - 1)];
 }
 
-// A random tensor of `s` in one of three layouts: contiguous, a transposed view of the last
-// two dims, or a strided slice of a larger one.
+// A random tensor of `s` in layout `how`: 0 contiguous, 1 a transposed view of the last two
+// dims, 2 a strided slice of a larger one.
 template <class T>
-kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
+kiln::tensor<T> operand_of(const kiln::shape& s, const kiln::device& dev, int how) {
   auto fill = [](const kiln::shape& sh) {
     const std::int64_t n = kiln::numel(sh);
     const auto v = std::is_integral_v<T> ? test::integers<T>(std::size_t(n), -20, 20)
                                          : test::uniform<T>(std::size_t(n), -2, 2);
     return kiln::from(v, sh);
   };
-  const int how = test::draw(0, 2);
   if (how == 1 && s.size() >= 2) {
     kiln::shape t = s;
     std::swap(t[s.size() - 1], t[s.size() - 2]);
@@ -170,6 +169,12 @@ kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
     return fill(w).to(dev).slice(s.size() - 1, 1, 2 * last + 1, 2);
   }
   return fill(s).to(dev);
+}
+
+// The same in a layout drawn at random.
+template <class T>
+kiln::tensor<T> operand(const kiln::shape& s, const kiln::device& dev) {
+  return operand_of<T>(s, dev, test::draw(0, 2));
 }
 
 // Runs a statement and checks what the host kernel's counts say of it: how many products

@@ -393,3 +393,103 @@ TEST_CASE("device matmul: the consuming expression is the kernel's epilogue, one
         yv, pv, [&](double q, std::size_t) { return gelu(q); }, 1.13, "gelu(x v)" + on);
   }
 }
+
+// cuBLAS as the provider of plain products on cuda:0: on a GPU the real library, in the
+// `cuda-on-cpu: cuBLAS` test the stand-in's (device_on_cpu/cublas.cpp, KILN_TEST_CUBLAS=1).
+// Tagged apart from [cuda]: the other CUDA tests run without a provider (kiln's kernels).
+TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel fused ones",
+          "[provider]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  if (kiln::jit::cuda::cublas().path.empty()) {
+    REQUIRE(std::getenv("KILN_TEST_CUBLAS") == nullptr);
+    WARN("skipped: no cuBLAS on this machine (KILN_CUBLAS_LIBRARY)");
+    return;
+  }
+  auto& provided = kiln::detail::device_products_provided();
+  const bool small = test::stand_in(*dev);
+  // Each layout the library reads in place: contiguous, transposed (either operand), rows of
+  // a wider matrix (a leading dim past the columns), batches and a batch that broadcasts.
+  auto wide = [&](const kiln::shape& s) { // s's rows within a matrix 3 columns wider
+    kiln::shape w = s;
+    w[s.size() - 1] += 3;
+    return operand_of<float>(w, *dev, 0).slice(s.size() - 1, 1, s[s.size() - 1] + 1);
+  };
+  for (int i = 0; i < (small ? 6 : 20); ++i) {
+    const std::int64_t m = tile_extent(), n = tile_extent(), k = test::draw(1, 150);
+    const int how = i % 6;
+    kiln::shape sa{m, k}, sb{k, n};
+    if (how == 3) sa.insert(0, 3), sb.insert(0, 3);
+    if (how == 4) sb.insert(0, 2);
+    const kiln::tensor<float> a = how == 5 ? wide(sa) : operand_of<float>(sa, *dev, how == 1);
+    const kiln::tensor<float> b = operand_of<float>(sb, *dev, how == 2);
+    const std::string what = sa.str() + " @ " + sb.str() + " layout " + std::to_string(how);
+    const std::uint64_t p0 = provided;
+    const product want = reference(read(a), read(b));
+    kiln::tensor<float> c = kiln::zeros<float>(want.shape).to(*dev);
+    tune::launch_hook probe; // (kiln's own launches: none)
+    {
+      const kiln::detail::hook_scope scope(probe);
+      c = kiln::matmul(a, b);
+    }
+    INFO(what);
+    CHECK(provided - p0 == 1);
+    CHECK(probe.seen.empty());
+    check(c, want, what);
+  }
+  // Each dtype the library takes, with its accumulator (f16/bf16 in f32).
+  {
+    const auto a16 = operand_of<kiln::half>({37, 70}, *dev, 1);
+    const auto b16 = operand_of<kiln::half>({70, 45}, *dev, 0);
+    const std::uint64_t p0 = provided;
+    check(kiln::tensor<kiln::half>(kiln::matmul(a16, b16)), reference(read(a16), read(b16)), "f16");
+    const auto abf = kiln::cast<kiln::bfloat16>(a16).eval(),
+               bbf = kiln::cast<kiln::bfloat16>(b16).eval();
+    check(kiln::tensor<kiln::bfloat16>(kiln::matmul(abf, bbf)), reference(read(abf), read(bbf)),
+          "bf16");
+    const auto a64 = operand_of<double>({3, 20, 33}, *dev, 0),
+               b64 = operand_of<double>({33, 17}, *dev, 1);
+    check(kiln::tensor<double>(kiln::matmul(a64, b64)), reference(read(a64), read(b64)), "f64");
+    CHECK(provided - p0 == 3);
+  }
+  const auto x = operand_of<float>({40, 30}, *dev, 0), w = operand_of<float>({30, 50}, *dev, 0);
+  const auto bias = operand_of<float>({50}, *dev, 0);
+  const product xw = reference(read(x), read(w));
+  product relu_xw = xw;
+  const values bv = read(bias);
+  for (std::size_t e = 0; e < relu_xw.v.size(); ++e)
+    relu_xw.v[e] = std::max(0.0, xw.v[e] + bv.v[e % 50]),
+    relu_xw.scale[e] += std::fabs(bv.v[e % 50]);
+  kiln::tensor<float> y = kiln::zeros<float>({40, 50}).to(*dev);
+  // Not plain: an operand expression, an integer product, a strided operand: kiln's kernel.
+  {
+    const std::uint64_t p0 = provided;
+    auto fam = families_of([&] { y = kiln::matmul(x * 2.0f, w); });
+    CHECK(fam == std::vector<std::string>{"matmul"});
+    const auto xi = operand_of<std::int32_t>({9, 8}, *dev, 0),
+               wi = operand_of<std::int32_t>({8, 7}, *dev, 0);
+    check(kiln::tensor<std::int32_t>(kiln::matmul(xi, wi)), reference(read(xi), read(wi)), "i32");
+    const auto xs = operand_of<float>({20, 30}, *dev, 2);
+    check(kiln::tensor<float>(kiln::matmul(xs, w)), reference(read(xs), read(w)), "strided");
+    CHECK(provided - p0 == 0);
+  }
+  // A fused epilogue stays in kiln's kernel (one launch); `always` sends the product to the
+  // library, then the epilogue as a pass; `never` keeps plain products in kiln's kernel.
+  {
+    const std::uint64_t p0 = provided;
+    auto fam = families_of([&] { y = kiln::relu(kiln::matmul(x, w) + bias); });
+    CHECK(fam == std::vector<std::string>{"matmul"});
+    CHECK(provided - p0 == 0);
+    check(y, relu_xw, "fused, automatic");
+    const kiln::blas_use was = kiln::set_blas_use(kiln::blas_use::always);
+    y = kiln::relu(kiln::matmul(x, w) + bias);
+    CHECK(provided - p0 == 1);
+    check(y, relu_xw, "fused, always");
+    kiln::set_blas_use(kiln::blas_use::never);
+    fam = families_of([&] { y = kiln::matmul(x, w); });
+    CHECK(fam == std::vector<std::string>{"matmul"});
+    CHECK(provided - p0 == 1);
+    check(y, xw, "plain, never");
+    kiln::set_blas_use(was);
+  }
+}

@@ -273,6 +273,23 @@ struct device_contraction {
   bool parts_first = false;
 };
 
+// A plain product for a vendor library (cuBLAS on CUDA): C = A B over `batch` matrices
+// stored row-major (C contiguous), each operand a matrix in place: element (r, c) of batch
+// element i at offset + i * batch_stride + (trans ? c * ld + r : r * ld + c), in its storage.
+struct device_gemm {
+  struct operand {
+    const storage* st = nullptr;
+    std::int64_t offset = 0, ld = 0, batch_stride = 0;
+    bool trans = false;
+  };
+  dtype type = dtype::f32;   // both operands'
+  dtype result = dtype::f32; // C's (the accumulator: f32 for 16-bit floats and f32, f64)
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  operand a, b;
+  const storage* c = nullptr;
+  std::int64_t c_offset = 0;
+};
+
 // What a device backend provides to the planner.
 class device_executor {
 public:
@@ -291,6 +308,10 @@ public:
   // How many parts this product's K is cut into, as chosen for its kernel (the matmul
   // family's `split`): 0 for the rule, 1 for none, -1 where the kernel declines the product.
   virtual std::int64_t contract_parts(const device_contraction&) { return 0; }
+  // Runs a plain product by the device's vendor library and says true, or says false having
+  // done nothing (no such library, or not for this product); with `ask`, says only whether
+  // it would.
+  virtual bool provider_gemm(const device_gemm&, bool /*ask*/ = false) { return false; }
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.
   virtual bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const = 0;

@@ -14,13 +14,16 @@
 namespace kiln {
 
 enum class blas_use {
-  automatic, // by the tuning database, else the default rule (small plain products)
+  automatic, // host: by the tuning database, else the default rule (small plain products);
+             // CUDA: cuBLAS for every plain product it takes (nothing fused)
   never,     // kiln's own kernel for every product
-  always,    // the provider for every product it can take (f32/f64, extents below 2^31)
+  always,    // the provider for every product it can take (f32/f64, extents below 2^31; on
+             // CUDA also f16/bf16, a fused epilogue then run as a pass)
 };
 
-// Sets how host products use the provider for the whole process; returns the previous
-// setting. Thread-safe; products already running keep the setting they started with.
+// Sets how products use the providers (the host's BLAS, cuBLAS on CUDA) for the whole
+// process; returns the previous setting. Thread-safe; products already running keep the setting
+// they started with.
 KILN_CORE_INLINE blas_use set_blas_use(blas_use u);
 KILN_CORE_INLINE blas_use current_blas_use();
 

@@ -11,6 +11,9 @@
 #include "kiln/contractions/form.hpp"
 #include "kiln/reduce.hpp"
 
+#include <atomic>
+#include <optional>
+
 namespace kiln::detail {
 
 // The layout of operand t (form f; `left`: it is A) over the dims (batch..., m, n, k).
@@ -65,6 +68,20 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
                        const ir::expr_description& el, const ir::expr_description& er,
                        std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
                        const device_epilogue* epilogue = nullptr, contract_split* split = nullptr);
+
+// The products a device's vendor library computed (cuBLAS on CUDA), in this process.
+inline std::atomic<std::uint64_t>& device_products_provided() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+
+// A plain product (each operand one tensor read in place, possibly converted to the
+// accumulator; float dtypes the libraries take) as a vendor library's call, else nothing.
+// `mapped`: the two operands' leaves with their layouts over (batch..., m, n, k).
+KILN_CORE_INLINE std::optional<device_gemm>
+plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_offset,
+                  const contraction& s, const ir::expr_description& el,
+                  const ir::expr_description& er, std::span<const flat_leaf> mapped);
 
 // Split-K: the length of K's parts, or 0 for none, for a product of these extents on a device
 // that runs `groups` workgroups at once, cut into `parts` (the matmul family's `split`: 0 for

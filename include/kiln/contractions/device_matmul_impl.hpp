@@ -1,12 +1,78 @@
 #pragma once
 // The untyped part of a product on a device (declared in device_matmul.hpp; see
 // kiln/linkage.hpp for where it is compiled).
+#include "kiln/contractions/blas.hpp"
 #include "kiln/contractions/device_matmul.hpp"
 
+#include <cstring>
 #include <deque>
+#include <optional>
 #include <vector>
 
 namespace kiln::detail {
+
+namespace provider_detail {
+
+// Whether an operand expression is one tensor as it is, or converted to the accumulator.
+inline bool plain(const ir::expr_description& e) {
+  const auto& n = e.nodes;
+  if (n.size() == 1) return n[0].code == ir::ir_code::load;
+  return n.size() == 2 && n[0].code == ir::ir_code::load && n[1].code == ir::ir_code::apply &&
+         n[1].op && std::strcmp(n[1].op->name, "cast") == 0;
+}
+
+// One stride that walks the batch dims flattened (row-major), if there is one.
+inline std::optional<std::int64_t> batch_stride(const kiln::shape& batch, const layout& v) {
+  std::optional<std::int64_t> s;
+  std::int64_t inner = 1;
+  for (int d = batch.size(); d-- > 0;) {
+    if (batch[d] == 1) continue;
+    if (!s) s = v.strides[d] / inner;
+    if (v.strides[d] != *s * inner) return std::nullopt;
+    inner *= batch[d];
+  }
+  return s.value_or(0);
+}
+
+} // namespace provider_detail
+
+KILN_CORE_INLINE std::optional<device_gemm>
+plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_offset,
+                  const contraction& s, const ir::expr_description& el,
+                  const ir::expr_description& er, std::span<const flat_leaf> mapped) {
+  using namespace provider_detail;
+  if (!plain(el) || !plain(er) || mapped.size() != 2 || s.k == 0) return std::nullopt;
+  const dtype t = mapped[0].type;
+  if (mapped[1].type != t) return std::nullopt;
+  const bool half = t == dtype::f16 || t == dtype::bf16;
+  if (!(half || t == dtype::f32 || t == dtype::f64) || acc != (t == dtype::f64 ? t : dtype::f32) ||
+      (result != t && result != acc))
+    return std::nullopt;
+  const int nb = s.batch.size();
+  device_gemm g;
+  g.type = t;
+  g.result = result;
+  g.batch = s.batch_count();
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.c = &out;
+  g.c_offset = out_offset;
+  // A over (batch..., m, n, k) reads (m, k); B reads (k, n).
+  auto take = [&](const flat_leaf& f, std::int64_t rows, std::int64_t cols, int rd, int cd,
+                  device_gemm::operand& o) {
+    const layout& v = *f.layout;
+    const blas_matrix bm = blas_view(rows, cols, v.strides[rd], v.strides[cd]);
+    const auto bs = batch_stride(s.batch, v);
+    if (bm.ld == 0 || !bs) return false;
+    o = {f.storage, v.offset, bm.ld, *bs, bm.trans};
+    return true;
+  };
+  if (!take(mapped[0], s.m, s.k, nb, nb + 2, g.a) ||
+      !take(mapped[1], s.k, s.n, nb + 2, nb + 1, g.b))
+    return std::nullopt;
+  return g;
+}
 
 KILN_CORE_INLINE bool
 run_device_contraction(lowering_table& table, dtype acc, dtype result, const storage& out,
@@ -37,6 +103,20 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   };
   map(el, left, fl, true);
   map(er, right, fr, false);
+  // A plain product by the device's vendor library where one is loaded (blas_use: always, or
+  // automatic without an epilogue: kiln's kernel keeps a consuming expression fused). With
+  // `always`, a product with an epilogue is declined: the library's product, then the
+  // epilogue's pass.
+  if (const blas_use use = current_blas_use();
+      use == blas_use::always || (use == blas_use::automatic && !epilogue))
+    if (const auto g = plain_device_gemm(acc, result, out, out_offset, s, el, er, mapped)) {
+      if (epilogue) {
+        if (ex.provider_gemm(*g, true)) return false;
+      } else if (ex.provider_gemm(*g)) {
+        device_products_provided().fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
   kiln::shape extents = s.batch;
   extents.push_back(s.m);
   extents.push_back(s.n);

@@ -7,6 +7,7 @@
 #include "kiln/jit/backend/device_backend.hpp"
 #include "kiln/jit/cuda/codegen.hpp"
 #include "kiln/jit/cuda/context.hpp"
+#include "kiln/jit/cuda/cublas.hpp"
 #include "kiln/jit/cuda/nvrtc.hpp"
 
 #include <cstring>
@@ -90,6 +91,9 @@ public:
   std::uint32_t max_inline_params() const override { return param_limit_; }
   int max_buffers() const override { return cuda::max_buffers; }
   grid_limits launch_limits() const override { return limits_; }
+  bool provider_gemm(const device_gemm& g, bool ask) override {
+    return cublas_gemm(*ctx_, index_, g, ask);
+  }
   bool device_timer() const override { return true; }
   void timer_begin() override { ctx_->timer_begin(); }
   double timer_end_ns() override { return ctx_->timer_end_ns(); }

@@ -3,9 +3,9 @@
 // one stream as the in-order work queue (copies and launches are asynchronous; the host
 // waits only to read), a caching allocator, modules and launches, and events for timing.
 // Memory: where the driver offers stream-ordered allocation (memory pools), blocks come
-// from cuMemAllocAsync/cuMemFreeAsync on the stream, the driver's pool being the cache;
-// elsewhere a caching arena over cuMemAlloc (backend/caching_arena.hpp) keeps freed blocks by
-// size for reuse.
+// from cuMemAllocAsync/cuMemFreeAsync on the stream, the driver's pool (told to keep what is
+// freed) being the cache; elsewhere a caching arena over cuMemAlloc
+// (backend/caching_arena.hpp) keeps freed blocks by size for reuse.
 #include "kiln/jit/backend/caching_arena.hpp"
 #include "kiln/jit/cuda/loader.hpp"
 
@@ -48,6 +48,14 @@ public:
     d_.cuDeviceGetAttribute(&pools, attr_memory_pools_supported, dev_);
     props_.cc = major * 10 + minor;
     props_.memory_pools = pools != 0 && d_.cuMemAllocAsync && d_.cuMemFreeAsync;
+    // The pool keeps what is freed (its default gives it all back at each synchronization:
+    // a statement's temporary then paid for mapping its pages every time, 0.2-0.3 ms for
+    // 64 MiB on an H200); an allocation the device's memory cannot hold trims it first.
+    if (props_.memory_pools && d_.cuDeviceGetDefaultMemPool && d_.cuMemPoolSetAttribute &&
+        d_.cuMemPoolTrimTo && d_.cuDeviceGetDefaultMemPool(&pool_, dev_) == 0) {
+      std::uint64_t keep = ~std::uint64_t{0};
+      if (d_.cuMemPoolSetAttribute(pool_, mempool_release_threshold, &keep) != 0) pool_ = nullptr;
+    }
     check(d_, d_.cuStreamCreate(&stream_, 1 /* non-blocking */), "cuStreamCreate");
   }
   // The primary context and stream live as long as the process: other statics (cached
@@ -58,6 +66,11 @@ public:
   const device_properties& properties() const { return props_; }
   const driver_library& api() const { return d_; }
   CUstream stream() const { return stream_; }
+  // The freed memory the pool keeps, given back to the device (after the queue drains).
+  void trim_pool() {
+    synchronize();
+    check(d_, d_.cuMemPoolTrimTo(pool_, 0), "cuMemPoolTrimTo");
+  }
 
   // The driver's calls act on the calling thread's current context.
   void make_current() const {
@@ -73,7 +86,12 @@ public:
     make_current();
     if (props_.memory_pools) { // the driver's pool is the cache
       block b{0, caching_arena<CUdeviceptr>::round_up(bytes)};
-      check(d_, d_.cuMemAllocAsync(&b.handle, b.bytes, stream_), "cuMemAllocAsync");
+      CUresult r = d_.cuMemAllocAsync(&b.handle, b.bytes, stream_);
+      if (r == error_out_of_memory && pool_) { // what the pool keeps back, then once more
+        trim_pool();
+        r = d_.cuMemAllocAsync(&b.handle, b.bytes, stream_);
+      }
+      check(d_, r, "cuMemAllocAsync");
       arena_.count_in(b.bytes);
       return b;
     }
@@ -95,6 +113,7 @@ public:
   void empty_cache() {
     synchronize();
     arena_.release_cached([&](CUdeviceptr p) { d_.cuMemFree_v2(p); });
+    if (pool_) trim_pool();
   }
   using memory_stats = caching_arena<CUdeviceptr>::memory_stats;
   memory_stats stats() const { return arena_.stats(props_.memory_pools); }
@@ -214,6 +233,7 @@ private:
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
+  CUmemoryPool pool_ = nullptr; // the device's default pool, where it keeps what is freed
   device_properties props_;
   caching_arena<CUdeviceptr> arena_;
   std::mutex timer_mutex_;

@@ -27,6 +27,7 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUmemoryPool = struct CUmemPoolHandle_st*;
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 
@@ -35,6 +36,9 @@ inline constexpr int attr_multiprocessor_count = 16;
 inline constexpr int attr_compute_capability_major = 75;
 inline constexpr int attr_compute_capability_minor = 76;
 inline constexpr int attr_memory_pools_supported = 115;
+// cuMemPoolSetAttribute's CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (a cuuint64_t of bytes).
+inline constexpr int mempool_release_threshold = 4;
+inline constexpr CUresult error_out_of_memory = 2;
 
 #define KILN_CU_FUNCTIONS(X)                                                                       \
   X(cuInit, CUresult, unsigned)                                                                    \
@@ -66,7 +70,10 @@ inline constexpr int attr_memory_pools_supported = 115;
 // Stream-ordered allocation (CUDA 11.2+ drivers): used where present and supported.
 #define KILN_CU_OPTIONAL_FUNCTIONS(X)                                                              \
   X(cuMemAllocAsync, CUresult, CUdeviceptr*, std::size_t, CUstream)                                \
-  X(cuMemFreeAsync, CUresult, CUdeviceptr, CUstream)
+  X(cuMemFreeAsync, CUresult, CUdeviceptr, CUstream)                                               \
+  X(cuDeviceGetDefaultMemPool, CUresult, CUmemoryPool*, CUdevice)                                  \
+  X(cuMemPoolSetAttribute, CUresult, CUmemoryPool, int, void*)                                     \
+  X(cuMemPoolTrimTo, CUresult, CUmemoryPool, std::size_t)
 
 #define KILN_NVRTC_FUNCTIONS(X)                                                                    \
   X(nvrtcVersion, nvrtcResult, int*, int*)                                                         \

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One call on a lent NVIDIA machine (the `device` tool): the CUDA execution tests and the GPU
+# benchmarks, from binaries built on the development machine and carried as one archive
+# (the GPU machine has no Catch2, Hana or xsimd). Prepare here with bench/gpu_pack.sh, then
+# run there from the repository root: bash bench/gpu_check.sh [tests|bench|all] [test...]
+# Test logs land in $OUT/tests.tar.gz; the last lines printed are the summary.
+set -u
+what=${1:-all}
+shift || true
+out=${OUT:-/tmp/kiln-gpu-out}
+mkdir -p "$out" /tmp/kiln-gpu/logs
+cd "$(dirname "$0")/.."
+tar -xf .dev/gpu-bin.tar.xz -C /tmp/kiln-gpu
+bin=/tmp/kiln-gpu/bin
+rm -f /tmp/kiln-gpu/rc
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+
+if [[ $what == tests || $what == all ]]; then
+  export KILN_REQUIRE_CUDA=1 KILN_TEST_DEVICES=cuda
+  tests=("$@")
+  [[ ${#tests[@]} -gt 0 ]] || tests=($(cd $bin && ls test_*))
+  printf '%s\n' "${tests[@]}" | xargs -P 8 -I{} bash -c \
+    'timeout 120 '"$bin"'/{} > /tmp/kiln-gpu/logs/{}.log 2>&1; echo "{} rc=$?" >> /tmp/kiln-gpu/rc'
+  sort /tmp/kiln-gpu/rc
+  tar -czf "$out/tests.tar.gz" -C /tmp/kiln-gpu logs
+  for t in "${tests[@]}"; do
+    grep -q "All tests passed" /tmp/kiln-gpu/logs/$t.log ||
+      { echo "== $t"; grep -E "^test cases|FAILED|REQUIRE|CHECK|with expansion|error" \
+        /tmp/kiln-gpu/logs/$t.log | head -12; }
+  done
+fi
+
+if [[ $what == bench || $what == all ]]; then
+  unset KILN_REQUIRE_CUDA KILN_TEST_DEVICES
+  (timeout 60 $bin/bench_cuda_jit; timeout 40 python3 bench/cuda_peers.py 26) \
+    2>&1 | tee "$out/bench_cuda_jit.md"
+  (KILN_BENCH_DEVICE=cuda:0 timeout 100 $bin/bench_matmul_device --large; \
+   timeout 45 python3 bench/matmul_peers.py) 2>&1 | tee "$out/bench_matmul.md"
+fi
