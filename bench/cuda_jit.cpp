@@ -10,6 +10,7 @@
 // The peers (CuPy, PyTorch eager, torch.compile) on the same chains: bench/cuda_peers.py.
 // Usage: bench_cuda_jit [--child]. Exits 0 with the reason where cuda:0 is unavailable.
 #include <kiln/jit/cuda/backend.hpp>
+#include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
 
 #include <algorithm>
@@ -214,6 +215,47 @@ int main(int argc, char** argv) {
   fused<4>(ctx, dev, n, copy_gbs);
   fused<8>(ctx, dev, n, copy_gbs);
   fused<16>(ctx, dev, n, copy_gbs);
+
+  // 2b. the elementwise family's launch shapes forced on the 2-op chain (what kiln::tune
+  // searches): vector loads and units per trip against the defaults.
+  {
+    namespace tune = kiln::jit::tune;
+    const auto x = kiln::random::uniform<float>({n}, 1, -1, 1, dev);
+    kiln::tensor<float> y = kiln::empty<float>({n}, dev);
+    tune::launch_hook probe;
+    {
+      const kiln::detail::hook_scope scope(probe);
+      y = chain<2>(x);
+    }
+    if (probe.seen.empty()) return 1; // (a pass launches one kernel: a broken hook)
+    const tune::launch_site site = probe.seen.front();
+    std::printf("\n#### The 2-op chain under forced launch shapes (the elementwise family)\n\n"
+                "| vector | per invocation | workgroup | groups | ms | of the copy's |\n"
+                "|---|---|---|---|---|---|\n");
+    struct shape {
+      std::int64_t vector, per, workgroup, groups;
+    };
+    const tune::config d = site.sp->defaults();
+    for (const shape sh : {shape{1, 1, 0, 0}, shape{2, 1, 0, 0}, shape{4, 1, 0, 0},
+                           shape{1, 4, 0, 0}, shape{4, 2, 0, 0}, shape{8, 1, 0, 0},
+                           shape{4, 1, 128, 0}, shape{4, 1, 0, 16384}, shape{4, 1, 512, 1024}}) {
+      tune::config c = d;
+      c[tune::ew::vector] = sh.vector;
+      c[tune::ew::per_invocation] = sh.per;
+      if (sh.workgroup) c[tune::ew::workgroup] = sh.workgroup;
+      if (sh.groups) c[tune::ew::groups] = sh.groups;
+      tune::launch_hook h;
+      h.force = &c;
+      h.family = "elementwise";
+      h.kernel = site.kernel;
+      const kiln::detail::hook_scope scope(h);
+      const double ms = device_ms(ctx, [&] { y = chain<2>(x); });
+      const double gbs = 2.0 * 4 * double(n) / ms / 1e6;
+      std::printf("| %ld | %ld | %ld | %ld | %.3f | %.1f%% |\n", long(c[tune::ew::vector]),
+                  long(c[tune::ew::per_invocation]), long(c[tune::ew::workgroup]),
+                  long(c[tune::ew::groups]), ms, 100 * gbs / copy_gbs);
+    }
+  }
 
   // 5. host cost of a cached evaluation.
   {

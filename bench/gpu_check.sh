@@ -2,7 +2,7 @@
 # One call on a lent NVIDIA machine (the `device` tool): the CUDA execution tests and the GPU
 # benchmarks, from binaries built on the development machine and carried as one archive
 # (the GPU machine has no Catch2, Hana or xsimd). Prepare here with bench/gpu_pack.sh, then
-# run there from the repository root: bash bench/gpu_check.sh [tests|bench|all] [test...]
+# run there from the repository root: bash bench/gpu_check.sh [tests|bench|peers|all] [test...]
 # Test logs land in $OUT/tests.tar.gz; the last lines printed are the summary.
 set -u
 what=${1:-all}
@@ -17,11 +17,17 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,n
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
 if [[ $what == tests || $what == all ]]; then
-  export KILN_REQUIRE_CUDA=1 KILN_TEST_DEVICES=cuda
+  # kiln's own kernels under test (no provider), then the cuBLAS provider's test alone.
+  export KILN_REQUIRE_CUDA=1 KILN_TEST_DEVICES=cuda KILN_CUBLAS_LIBRARY=none
   tests=("$@")
   [[ ${#tests[@]} -gt 0 ]] || tests=($(cd $bin && ls test_*))
   printf '%s\n' "${tests[@]}" | xargs -P 8 -I{} bash -c \
     'timeout 120 '"$bin"'/{} > /tmp/kiln-gpu/logs/{}.log 2>&1; echo "{} rc=$?" >> /tmp/kiln-gpu/rc'
+  unset KILN_CUBLAS_LIBRARY
+  timeout 60 $bin/test_matmul_device "[provider]" -s > /tmp/kiln-gpu/logs/provider.log 2>&1
+  echo "test_matmul_device [provider] rc=$?" >> /tmp/kiln-gpu/rc
+  tail -3 /tmp/kiln-gpu/logs/provider.log
+  tests+=(provider)
   sort /tmp/kiln-gpu/rc
   tar -czf "$out/tests.tar.gz" -C /tmp/kiln-gpu logs
   for t in "${tests[@]}"; do
@@ -32,9 +38,14 @@ if [[ $what == tests || $what == all ]]; then
 fi
 
 if [[ $what == bench || $what == all ]]; then
-  unset KILN_REQUIRE_CUDA KILN_TEST_DEVICES
-  (timeout 60 $bin/bench_cuda_jit; timeout 40 python3 bench/cuda_peers.py 26) \
-    2>&1 | tee "$out/bench_cuda_jit.md"
-  (KILN_BENCH_DEVICE=cuda:0 timeout 100 $bin/bench_matmul_device --large; \
-   timeout 45 python3 bench/matmul_peers.py) 2>&1 | tee "$out/bench_matmul.md"
+  unset KILN_REQUIRE_CUDA KILN_TEST_DEVICES KILN_CUBLAS_LIBRARY
+  timeout 90 $bin/bench_cuda_jit 2>&1 | tee "$out/bench_cuda_jit.md"
+  KILN_BENCH_DEVICE=cuda:0 timeout 150 $bin/bench_matmul_device --large 2>&1 |
+    tee "$out/bench_matmul.md"
+fi
+
+# The peers (PyTorch, CuPy) on the same rows.
+if [[ $what == peers || $what == all ]]; then
+  timeout 40 python3 bench/cuda_peers.py 26 2>&1 | tee "$out/cuda_peers.md"
+  timeout 45 python3 bench/matmul_peers.py 2>&1 | tee "$out/matmul_peers.md"
 fi

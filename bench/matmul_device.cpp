@@ -124,6 +124,77 @@ void large_products(const kiln::device& dev, const char* dtype) {
   }
 }
 
+// gelu(x w + b) over square sizes: kiln's fused kernel against the provider's product then the
+// pass (where the automatic rule switches, device_matmul.hpp's provider_fused_least).
+void epilogue_sizes(const kiln::device& dev) {
+  std::printf("\n| f32 n x n x n | kiln fused (ms) | provider product, then the pass (ms) | "
+              "automatic (ms) | provider / kiln |\n|---|---|---|---|---|\n");
+  using u = kiln::blas_use;
+  for (std::int64_t s : {64, 128, 256, 512, 1024, 2048}) {
+    const auto x = kiln::random::normal<float>({s, s}, 3).to(dev);
+    const auto w = kiln::random::normal<float>({s, s}, 4).to(dev);
+    const auto bias = kiln::random::normal<float>({s}, 5).to(dev);
+    kiln::tensor<float> y = kiln::zeros<float>({s, s}).to(dev);
+    auto with = [&](u use) {
+      return [&, use] {
+        const u was = kiln::set_blas_use(use);
+        y = kiln::gelu(kiln::matmul(x, w) + bias);
+        kiln::set_blas_use(was);
+      };
+    };
+    const auto t = race(dev, {with(u::never), with(u::always), with(u::automatic)}, 15);
+    std::printf("| %ld | %.4f | %.4f | %.4f | %.2fx |\n", long(s), t[0] * 1e3, t[1] * 1e3,
+                t[2] * 1e3, t[0] / t[1]);
+  }
+}
+
+// Tile configurations of the matmul family forced on kiln's kernel at f32 4096^3 (what
+// kiln::tune searches, each measured here in the same run).
+void large_tiles(const kiln::device& dev) {
+  namespace tune = kiln::jit::tune;
+  const std::int64_t s = 4096;
+  const auto a = kiln::random::normal<float>({s, s}, 1).to(dev);
+  const auto b = kiln::random::normal<float>({s, s}, 2).to(dev);
+  kiln::tensor<float> c = kiln::zeros<float>({s, s}).to(dev);
+  const kiln::blas_use was = kiln::set_blas_use(kiln::blas_use::never);
+  tune::launch_hook probe;
+  {
+    const kiln::detail::hook_scope scope(probe);
+    c = kiln::matmul(a, b);
+  }
+  if (probe.seen.empty()) return; // (the product launches kiln's kernel: a broken hook)
+  const tune::launch_site site = probe.seen.front();
+  std::printf("\n| f32 4096^3, tile tm x tn x tk, register tile rm x rn | TFLOP/s |\n|---|---|\n");
+  struct tile {
+    int tm, tn, tk, rm, rn;
+  };
+  for (const tile t : {tile{64, 64, 8, 4, 4}, tile{64, 64, 16, 4, 4}, tile{128, 128, 8, 8, 8},
+                       tile{128, 128, 16, 8, 8}, tile{128, 64, 8, 8, 4}, tile{64, 128, 8, 4, 8},
+                       tile{128, 64, 16, 8, 8}, tile{64, 64, 8, 8, 8}, tile{128, 128, 32, 8, 8},
+                       tile{64, 64, 32, 4, 4}, tile{32, 32, 8, 2, 2}}) {
+    tune::config cf = site.sp->defaults();
+    cf[tune::mm::tm] = t.tm;
+    cf[tune::mm::tn] = t.tn;
+    cf[tune::mm::tk] = t.tk;
+    cf[tune::mm::rm] = t.rm;
+    cf[tune::mm::rn] = t.rn;
+    const std::string why = site.sp->why_illegal(cf);
+    if (!why.empty()) {
+      std::printf("| %d x %d x %d, %d x %d | (%s) |\n", t.tm, t.tn, t.tk, t.rm, t.rn, why.c_str());
+      continue;
+    }
+    tune::launch_hook h;
+    h.force = &cf;
+    h.family = "matmul";
+    h.kernel = site.kernel;
+    const kiln::detail::hook_scope scope(h);
+    const auto r = race(dev, {[&] { c = kiln::matmul(a, b); }}, 10);
+    std::printf("| %d x %d x %d, %d x %d | %.2f |\n", t.tm, t.tn, t.tk, t.rm, t.rn,
+                2.0 * s * s * s / r[0] * 1e-12);
+  }
+  kiln::set_blas_use(was);
+}
+
 // The device's own time of f (its clock: CUDA events, Vulkan timestamps), median of 10.
 template <class F>
 double device_ms(const kiln::device& dev, F&& f) {
@@ -191,6 +262,8 @@ int main(int argc, char** argv) {
     std::printf("\n");
     large_products<kiln::half>(dev, "f16");
     large_epilogue(dev);
+    epilogue_sizes(dev);
+    large_tiles(dev);
     return 0;
   }
   auto rounds = [&](double flops) { return std::clamp(int(2e10 / flops), quick ? 3 : 5, 15); };

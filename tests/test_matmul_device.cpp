@@ -492,4 +492,22 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
     check(y, xw, "plain, never");
     kiln::set_blas_use(was);
   }
+  // Past provider_fused_least multiply-adds, automatic sends a fused product to the library
+  // too, then its epilogue as one pass.
+  {
+    const std::int64_t s = 256;
+    static_assert(256 * 256 * 256 >= kiln::detail::provider_fused_least);
+    const auto x2 = operand_of<float>({s, s}, *dev, 0), w2 = operand_of<float>({s, s}, *dev, 1);
+    const auto b2 = operand_of<float>({s}, *dev, 0);
+    product want = reference(read(x2), read(w2));
+    const values bv2 = read(b2);
+    for (std::size_t e = 0; e < want.v.size(); ++e)
+      want.v[e] = std::max(0.0, want.v[e] + bv2.v[e % s]), want.scale[e] += std::fabs(bv2.v[e % s]);
+    kiln::tensor<float> y2 = kiln::zeros<float>({s, s}).to(*dev);
+    const std::uint64_t p0 = provided;
+    auto fam = families_of([&] { y2 = kiln::relu(kiln::matmul(x2, w2) + b2); });
+    CHECK(fam == std::vector<std::string>{"elementwise"});
+    CHECK(provided - p0 == 1);
+    check(y2, want, "fused past the bound, automatic");
+  }
 }

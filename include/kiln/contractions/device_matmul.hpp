@@ -75,6 +75,12 @@ inline std::atomic<std::uint64_t>& device_products_provided() {
   return n;
 }
 
+// With blas_use::automatic, a product with a fused epilogue of at least this many
+// multiply-adds goes to the provider too, its epilogue then a pass: on an H200 cuBLAS's f32
+// product and kiln's pass beat kiln's fused kernel 1.13-2.54x at 4096 x 4096 x 64...4096
+// (bench_matmul_device --large, bench/RESULTS.md); smaller products keep the one launch.
+inline constexpr std::int64_t provider_fused_least = std::int64_t(1) << 24;
+
 // A plain product (each operand one tensor read in place, possibly converted to the
 // accumulator; float dtypes the libraries take) as a vendor library's call, else nothing.
 // `mapped`: the two operands' leaves with their layouts over (batch..., m, n, k).

@@ -104,11 +104,12 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   map(el, left, fl, true);
   map(er, right, fr, false);
   // A plain product by the device's vendor library where one is loaded (blas_use: always, or
-  // automatic without an epilogue: kiln's kernel keeps a consuming expression fused). With
-  // `always`, a product with an epilogue is declined: the library's product, then the
-  // epilogue's pass.
+  // automatic without an epilogue or past provider_fused_least). With an epilogue, the fusion
+  // is declined: the library's product, then the epilogue's pass.
   if (const blas_use use = current_blas_use();
-      use == blas_use::always || (use == blas_use::automatic && !epilogue))
+      use == blas_use::always ||
+      (use == blas_use::automatic &&
+       (!epilogue || s.batch_count() * s.m * s.n * s.k >= provider_fused_least)))
     if (const auto g = plain_device_gemm(acc, result, out, out_offset, s, el, er, mapped)) {
       if (epilogue) {
         if (ex.provider_gemm(*g, true)) return false;

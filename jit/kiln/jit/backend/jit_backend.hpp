@@ -91,6 +91,8 @@ public:
   virtual tune::device_limits tuning_limits() const = 0;
   // Invocations per workgroup of elementwise kernels when nothing is tuned.
   virtual std::int64_t default_workgroup() const = 0;
+  // Adjacent elements an elementwise kernel takes per unit by default (the family's `vector`).
+  virtual std::int64_t default_vector() const { return 1; }
   const tune::space& elementwise_space() {
     std::call_once(spaces_once_, [&] { make_spaces(); });
     return *elementwise_;
@@ -115,8 +117,8 @@ private:
   void make_spaces() {
     const tune::device_limits l = tuning_limits();
     const std::int64_t groups = launch_limits().preferred;
-    elementwise_ =
-        std::make_unique<tune::space>(tune::elementwise_space(l, default_workgroup(), groups));
+    elementwise_ = std::make_unique<tune::space>(
+        tune::elementwise_space(l, default_workgroup(), groups, default_vector()));
     reduction_ = std::make_unique<tune::space>(tune::reduction_space(l, groups));
     matmul_ = std::make_unique<tune::space>(tune::matmul_space(l));
     matmul_whole_ = std::make_unique<tune::space>(tune::matmul_space(l, false));

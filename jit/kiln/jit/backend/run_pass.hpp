@@ -30,6 +30,7 @@ inline pass_shape shape_of(const tune::config& c) {
 struct compiled_pass : executor_state {
   std::shared_ptr<const stage_plan> plan;
   std::vector<std::shared_ptr<kernel>> kernels; // one per stage, default configuration
+  pass_shape base;                              // the default configuration's walk
   std::string id;                               // the tuning database's kernel id
   tune::choice_memo choices;
   std::unique_ptr<tune::op_tunables> ops; // where the pass's custom ops offer tunables
@@ -41,7 +42,8 @@ struct compiled_pass : executor_state {
   const std::vector<std::shared_ptr<kernel>>& kernels_at(jit_backend& be, const tune::config& c) {
     const pass_shape s = shape_of(c);
     const std::vector<long long> values = ops ? ops->values_of(c) : std::vector<long long>();
-    if (s.plain() && s.workgroup == kernels.front()->workgroup && (!ops || ops->defaults(values)))
+    if (s.per_invocation == base.per_invocation && s.vector == base.vector &&
+        s.workgroup == kernels.front()->workgroup && (!ops || ops->defaults(values)))
       return kernels;
     const auto key = std::make_pair(s, values);
     {
@@ -69,8 +71,10 @@ inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
     c->plan = plan;
     c->id = tune::pass_id(lp.ir);
     c->ops = tune::op_tunables_of(lp.ir, be.elementwise_space());
+    c->base = shape_of(be.elementwise_space().defaults());
+    c->base.workgroup = 0; // (the backend's default)
     for (const auto& st : plan->stages)
-      c->kernels.push_back(be.compile(st.ir));
+      c->kernels.push_back(be.compile(st.ir, c->base));
     return c;
   });
   // Kept alive by the lowering, which lives as long as the program.

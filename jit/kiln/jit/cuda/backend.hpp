@@ -137,6 +137,10 @@ public:
     return cuda::generate_contraction(ir, l, c);
   }
   std::int64_t workgroup_size() const { return 256; }
+  // Four adjacent elements per unit, one 16-byte load or store of f32 where aligned: measured
+  // on an H200 (bench_cuda_jit), a fused chain over 2^26 f32 moved 94% of the device's copy
+  // bandwidth this way against 73% one element at a time (2 elements: 90%, 8: 74%).
+  std::int64_t default_vector() const override { return 4; }
   hash128 cache_key(std::string_view source) const {
     const auto options = nvrtc_options(target_, cuda_home_from_environment().include_dir());
     return kernel_key(source, joined(options), nvrtc().version(), ctx_->properties().cc,

@@ -13,7 +13,7 @@ enum : std::size_t { workgroup, groups, per_invocation, vector };
 } // namespace ew
 
 inline space elementwise_space(const device_limits& l, std::int64_t default_workgroup,
-                               std::int64_t default_groups) {
+                               std::int64_t default_groups, std::int64_t default_vector = 1) {
   const std::int64_t wg_max = std::min<std::int64_t>(l.max_workgroup, 1024);
   std::vector<std::int64_t> groups;
   for (std::int64_t g : {16, 64, 256, 1024, 4096, 16384, 65535})
@@ -34,7 +34,7 @@ inline space elementwise_space(const device_limits& l, std::int64_t default_work
                 {"vector",
                  "adjacent elements per unit (CUDA: one vector load/store where aligned)",
                  {1, 2, 4, 8},
-                 1}});
+                 default_vector}});
 }
 
 // reduction: the kernel templates of kernels/reduce_template.hpp with a fused prologue.
