@@ -2,7 +2,7 @@
 # One call on a lent NVIDIA machine (the `device` tool): the CUDA execution tests and the GPU
 # benchmarks, from binaries built on the development machine and carried as one archive
 # (the GPU machine has no Catch2, Hana or xsimd). Prepare here with bench/gpu_pack.sh, then
-# run there from the repository root: bash bench/gpu_check.sh [tests|bench|peers|all] [test...]
+# run there from the repository root: bash bench/gpu_check.sh [tests|bench|layer|examples|peers|all] [test...]
 # Test logs land in $OUT/tests.tar.gz; the last lines printed are the summary.
 set -u
 what=${1:-all}
@@ -42,6 +42,22 @@ if [[ $what == bench || $what == all ]]; then
   timeout 90 $bin/bench_cuda_jit 2>&1 | tee "$out/bench_cuda_jit.md"
   KILN_BENCH_DEVICE=cuda:0 timeout 150 $bin/bench_matmul_device --large 2>&1 |
     tee "$out/bench_matmul.md"
+fi
+
+# A network layer's value and gradients against its forward product, on cuda:0.
+if [[ $what == layer ]]; then
+  KILN_BENCH_DEVICE=cuda:0 timeout 120 $bin/bench_matmul_device --layer 2>&1 |
+    tee "$out/bench_layer.md"
+fi
+
+# The examples on cuda:0 as a user runs them (cuBLAS where it loads), each checking itself.
+if [[ $what == examples || $what == all ]]; then
+  unset KILN_REQUIRE_CUDA KILN_TEST_DEVICES KILN_CUBLAS_LIBRARY
+  for e in $(cd $bin && ls example_*); do
+    KILN_DEVICE=cuda:0 timeout 90 $bin/$e > /tmp/kiln-gpu/logs/$e.log 2>&1
+    echo "== $e rc=$?"
+    tail -4 /tmp/kiln-gpu/logs/$e.log
+  done
 fi
 
 # The peers (PyTorch, CuPy) on the same rows.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what bench/gpu_check.sh runs on a lent GPU machine (the test binaries that execute on
-# a CUDA device, bench_cuda_jit and bench_matmul_device) and packs them into
+# a CUDA device, the examples, bench_cuda_jit and bench_matmul_device) and packs them into
 # .dev/gpu-bin.tar.xz, which the `device` tool carries (.dev/ is kept out of git by
 # .git/info/exclude). Usage: bench/gpu_pack.sh
 set -euo pipefail
@@ -9,10 +9,13 @@ tests=(test_cuda_exec test_cuda_runtime test_custom_ops test_custom_reduce test_
   test_device_catalog_casts test_device_catalog_math test_device_catalog_ops test_einsum
   test_eval_groups test_launch_grid test_matmul test_matmul_device test_raw_ops
   test_reduce_subgroup test_tune_shapes test_errors test_device_timer)
-ninja -C build/release "${tests[@]}" >/dev/null
+examples=(quickstart black_scholes gpu_fusion greeks logistic_regression heat2d custom_ops mlp
+  least_squares)
+ninja -C build/release "${tests[@]}" "${examples[@]}" >/dev/null
 ninja -C build-bench bench_cuda_jit bench_matmul_device >/dev/null
 rm -rf .dev/bin && mkdir -p .dev/bin
 for t in "${tests[@]}"; do cp build/release/tests/$t .dev/bin/; done
+for e in "${examples[@]}"; do cp build/release/examples/$e .dev/bin/example_$e; done
 cp build-bench/bench/bench_cuda_jit build-bench/bench/bench_matmul_device .dev/bin/
 strip .dev/bin/*
 tar -C .dev -cJf .dev/gpu-bin.tar.xz bin

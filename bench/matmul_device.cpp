@@ -17,7 +17,9 @@
 //     CUDA), and gelu(matmul(x, w) + b) at M = N = 4096 as one kernel against the product
 //     (kiln's or the provider's) then a pass; the PyTorch and CuPy peers of the same rows are
 //     bench/matmul_peers.py, run beside it.
-// Usage: bench_matmul_device [--quick | --large]
+//  6. --layer: only the layer's row of --large (a layer's value and gradients against its
+//     forward product).
+// Usage: bench_matmul_device [--quick | --large | --layer]
 #include <kiln/jit/backend/jit_backend.hpp>
 #include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
@@ -148,6 +150,30 @@ void epilogue_sizes(const kiln::device& dev) {
   }
 }
 
+// A layer's value and gradients, loss = sum(gelu(x w + b) * r), against its forward product,
+// as a user runs them (the provider as blas_use::automatic chooses).
+void large_layer(const kiln::device& dev) {
+  std::printf("\n| f32 layer m x n x k | forward product (ms) | value and gradients dW, db (ms) | "
+              "ratio |\n|---|---|---|---|\n");
+  for (std::int64_t s : {1024, 2048, 4096}) {
+    const auto x = kiln::random::normal<float>({s, s}, 1).to(dev);
+    const auto w = kiln::random::normal<float>({s, s}, 2).to(dev);
+    const auto b = kiln::random::normal<float>({s}, 3).to(dev);
+    const auto r = kiln::random::normal<float>({s, s}, 4).to(dev);
+    kiln::tensor<float> p = kiln::zeros<float>({s, s}).to(dev), l = kiln::zeros<float>({}).to(dev),
+                        gw = kiln::zeros<float>({s, s}).to(dev),
+                        gb = kiln::zeros<float>({s}).to(dev);
+    const auto loss = kiln::sum(kiln::gelu(kiln::matmul(x, w) + b) * r);
+    const auto grads = kiln::grad(loss, w, b);
+    const auto& dw = std::get<0>(grads);
+    const auto& db = std::get<1>(grads);
+    const auto t = race(
+        dev, {[&] { p = kiln::matmul(x, w); }, [&] { kiln::eval(l = loss, gw = dw, gb = db); }},
+        10);
+    std::printf("| %ld^3 | %.3f | %.3f | %.2fx |\n", long(s), t[0] * 1e3, t[1] * 1e3, t[1] / t[0]);
+  }
+}
+
 // Tile configurations of the matmul family forced on kiln's kernel at f32 4096^3 (what
 // kiln::tune searches, each measured here in the same run).
 void large_tiles(const kiln::device& dev) {
@@ -254,15 +280,21 @@ void large_epilogue(const kiln::device& dev) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool large = argc > 1 && std::strcmp(argv[1], "--large") == 0;
+  const bool layer_only = argc > 1 && std::strcmp(argv[1], "--layer") == 0;
   const char* name = std::getenv("KILN_BENCH_DEVICE");
   const kiln::device dev(name ? name : "vulkan:0");
   std::printf("device %s\n\n", dev.str().c_str());
+  if (layer_only) {
+    large_layer(dev);
+    return 0;
+  }
   if (large) {
     large_products<float>(dev, "f32");
     std::printf("\n");
     large_products<kiln::half>(dev, "f16");
     large_epilogue(dev);
     epilogue_sizes(dev);
+    large_layer(dev);
     large_tiles(dev);
     return 0;
   }
