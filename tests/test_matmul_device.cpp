@@ -437,6 +437,19 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
     CHECK(probe.seen.empty());
     check(c, want, what);
   }
+  // Empty products and K = 0 stay kiln's (nothing to store, or zeros), whatever the library
+  // would make of a leading dim of 0.
+  for (const auto& [sa, sb] : {std::pair<kiln::shape, kiln::shape>{{0, 5}, {5, 3}},
+                               {{4, 5}, {5, 0}},
+                               {{4, 0}, {0, 3}},
+                               {{2, 0, 5}, {2, 5, 3}},
+                               {{0, 4, 5}, {5, 3}}}) {
+    const auto a = operand_of<float>(sa, *dev, 0), b = operand_of<float>(sb, *dev, 0);
+    const std::uint64_t p0 = provided;
+    check(kiln::tensor<float>(kiln::matmul(a, b)), reference(read(a), read(b)),
+          "empty: " + sa.str() + " @ " + sb.str());
+    CHECK(provided == p0);
+  }
   // Each dtype the library takes, with its accumulator (f16/bf16 in f32).
   {
     const auto a16 = operand_of<kiln::half>({37, 70}, *dev, 1);

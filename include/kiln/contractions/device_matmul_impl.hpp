@@ -41,7 +41,10 @@ plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_
                   const contraction& s, const ir::expr_description& el,
                   const ir::expr_description& er, std::span<const flat_leaf> mapped) {
   using namespace provider_detail;
-  if (!plain(el) || !plain(er) || mapped.size() != 2 || s.k == 0) return std::nullopt;
+  // (An empty product, or one of K = 0, is kiln's: nothing to store, or zeros.)
+  if (!plain(el) || !plain(er) || mapped.size() != 2 || s.k == 0 || s.m == 0 || s.n == 0 ||
+      s.batch_count() == 0)
+    return std::nullopt;
   const dtype t = mapped[0].type;
   if (mapped[1].type != t) return std::nullopt;
   const bool half = t == dtype::f16 || t == dtype::bf16;
