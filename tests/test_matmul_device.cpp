@@ -450,6 +450,22 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
           "empty: " + sa.str() + " @ " + sb.str());
     CHECK(provided == p0);
   }
+  // A batch past the library's 65,535 per call (two calls), and einsum's and tensordot's
+  // plain products (the statement's epilogue only stores them: cuBLAS stores into the target).
+  {
+    const std::uint64_t p0 = provided;
+    const auto a = operand_of<float>({70000, 2, 3}, *dev, 0),
+               b = operand_of<float>({3, 2}, *dev, 0);
+    check(kiln::tensor<float>(kiln::matmul(a, b)), reference(read(a), read(b)), "batch 70000");
+    const auto e = operand_of<float>({3, 17, 20}, *dev, 0),
+               f = operand_of<float>({3, 20, 9}, *dev, 1);
+    check(kiln::tensor<float>(kiln::einsum("bij,bjk->bik", e, f)), reference(read(e), read(f)),
+          "einsum bij,bjk->bik");
+    const auto w = operand_of<float>({20, 9}, *dev, 0);
+    const product ew = reference(read(e), read(w));
+    check(kiln::tensor<float>(kiln::tensordot(e, w, 1)), ew, "tensordot(e, w, 1)");
+    CHECK(provided - p0 == 3);
+  }
   // Each dtype the library takes, with its accumulator (f16/bf16 in f32).
   {
     const auto a16 = operand_of<kiln::half>({37, 70}, *dev, 1);

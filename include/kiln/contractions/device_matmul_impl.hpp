@@ -36,6 +36,25 @@ inline std::optional<std::int64_t> batch_stride(const kiln::shape& batch, const 
 
 } // namespace provider_detail
 
+// The one target of an epilogue that stores the product as it is (one output, the product's
+// own leaf, a contiguous target of the product's shape and dtype that no operand reads), else
+// nothing.
+inline const flat_leaf* stored_as_is(const device_epilogue* e, const storage& out,
+                                     std::int64_t out_offset, dtype result, const contraction& s,
+                                     std::span<const flat_leaf> operands) {
+  if (!e || e->exprs.size() != 1 || e->targets.size() != 1 || e->leaves.size() != 1) return nullptr;
+  const auto& n = e->exprs[0].nodes;
+  const flat_leaf &leaf = e->leaves[0], &t = e->targets[0];
+  if (n.size() != 1 || n[0].code != ir::ir_code::load || leaf.storage != &out ||
+      leaf.layout->shape != s.out || !leaf.layout->is_contiguous() ||
+      leaf.layout->offset != out_offset || t.type != result || t.layout->shape != s.out ||
+      !t.layout->is_contiguous())
+    return nullptr;
+  for (const flat_leaf& o : operands)
+    if (o.storage == t.storage) return nullptr;
+  return &t;
+}
+
 KILN_CORE_INLINE std::optional<device_gemm>
 plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_offset,
                   const contraction& s, const ir::expr_description& el,
@@ -107,14 +126,19 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   map(el, left, fl, true);
   map(er, right, fr, false);
   // A plain product by the device's vendor library where one is loaded (blas_use: always, or
-  // automatic without an epilogue or past provider_fused_least). With an epilogue, the fusion
-  // is declined: the library's product, then the epilogue's pass.
+  // automatic without an epilogue or past provider_fused_least). An epilogue that only stores
+  // the product into one target (`c = einsum(...)`) is none: the library stores it there.
+  // Another epilogue's fusion is declined: the library's product, then the epilogue's pass.
+  const flat_leaf* stored = stored_as_is(epilogue, out, out_offset, result, s, mapped);
+  const bool fused = epilogue && !stored;
   if (const blas_use use = current_blas_use();
       use == blas_use::always ||
       (use == blas_use::automatic &&
-       (!epilogue || s.batch_count() * s.m * s.n * s.k >= provider_fused_least)))
-    if (const auto g = plain_device_gemm(acc, result, out, out_offset, s, el, er, mapped)) {
-      if (epilogue) {
+       (!fused || s.batch_count() * s.m * s.n * s.k >= provider_fused_least)))
+    if (const auto g =
+            plain_device_gemm(acc, result, stored ? *stored->storage : out,
+                              stored ? stored->layout->offset : out_offset, s, el, er, mapped)) {
+      if (fused) {
         if (ex.provider_gemm(*g, true)) return false;
       } else if (ex.provider_gemm(*g)) {
         device_products_provided().fetch_add(1, std::memory_order_relaxed);
