@@ -25,7 +25,8 @@ if [[ $what == tests || $what == all ]]; then
   printf '%s\n' "${tests[@]}" | xargs -P 8 -I{} bash -c \
     'timeout 120 '"$bin"'/{} "~[glsl]" > /tmp/kiln-gpu/logs/{}.log 2>&1; echo "{} rc=$?" >> /tmp/kiln-gpu/rc'
   unset KILN_CUBLAS_LIBRARY
-  timeout 60 $bin/test_matmul_device "[provider]" -s > /tmp/kiln-gpu/logs/provider.log 2>&1
+  KILN_TEST_CUBLAS=1 timeout 60 $bin/test_matmul_device "[provider]" \
+    > /tmp/kiln-gpu/logs/provider.log 2>&1
   echo "provider rc=$?" >> /tmp/kiln-gpu/rc
   tail -3 /tmp/kiln-gpu/logs/provider.log
   tests+=(provider)

@@ -22,6 +22,10 @@ inline const bool on_cpu_ready = [] {
     // tests run kiln's kernels, without a provider.
     const char* cublas = std::getenv("KILN_TEST_CUBLAS");
     ::setenv("KILN_CUBLAS_LIBRARY", cublas && *cublas == '1' ? lib : "none", 1);
+  } else if (const char* cublas = std::getenv("KILN_TEST_CUBLAS"); !cublas || *cublas != '1') {
+    // On a GPU too the tests run kiln's kernels (they count its launches), unless the
+    // provider's test asks for cuBLAS or KILN_CUBLAS_LIBRARY names one.
+    ::setenv("KILN_CUBLAS_LIBRARY", "none", 0);
   }
   return true;
 }();

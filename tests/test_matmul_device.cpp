@@ -394,9 +394,10 @@ TEST_CASE("device matmul: the consuming expression is the kernel's epilogue, one
   }
 }
 
-// cuBLAS as the provider of plain products on cuda:0: on a GPU the real library, in the
-// `cuda-on-cpu: cuBLAS` test the stand-in's (device_on_cpu/cublas.cpp, KILN_TEST_CUBLAS=1).
-// Tagged apart from [cuda]: the other CUDA tests run without a provider (kiln's kernels).
+// cuBLAS as the provider of plain products on cuda:0, with KILN_TEST_CUBLAS=1: on a GPU the
+// real library, in the `cuda-on-cpu: cuBLAS` test the stand-in's (device_on_cpu/cublas.cpp).
+// Tagged apart from [cuda]: the other CUDA tests run without a provider (cuda_support.hpp sets
+// KILN_CUBLAS_LIBRARY=none for them: they count kiln's launches).
 TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel fused ones",
           "[provider]") {
   const kiln::device* dev = cuda_or_skip();

@@ -283,7 +283,7 @@ struct device_gemm {
     bool trans = false;
   };
   dtype type = dtype::f32;   // both operands'
-  dtype result = dtype::f32; // C's (the accumulator: f32 for 16-bit floats and f32, f64)
+  dtype result = dtype::f32; // C's: the operands' type, or f32 for 16-bit operands
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   operand a, b;
   const storage* c = nullptr;

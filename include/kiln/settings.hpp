@@ -104,11 +104,11 @@ inline constexpr variable variables[] = {
      "README, \"Contractions\"); `none`: kiln's own kernel only; one that does not load or has "
      "no `cblas_sgemm`/`cblas_dgemm` is an error at each product"},
     {"KILN_CUBLAS_LIBRARY", kind::library,
-     "`libcublas.so.13`, `.12`, `.11` (the CUDA toolkit's, then by soname: the first that loads "
-     "and starts on the device), else none",
+     "`libcublas.so.13`, `.12`, `.11` (the CUDA toolkit's, then by soname: the first that "
+     "loads; one that cannot start on the device is none), else none",
      "the cuBLAS that plain f32/f64/f16/bf16 products on `cuda:N` use as a provider (README, "
      "\"Contractions\"); `none`: kiln's own kernel only; one that does not load or start is an "
-     "error at the first product"},
+     "error at each product that would use it"},
     {"KILN_CUDA_HOME", kind::folder, "`$CUDA_HOME`, else `/usr/local/cuda`",
      "the CUDA toolkit (NVRTC, `cuda_fp16.h`, `ptxas`); one that is not a directory makes "
      "`cuda:N` unavailable with that reason"},

@@ -15,7 +15,8 @@ namespace kiln {
 
 enum class blas_use {
   automatic, // host: by the tuning database, else the default rule (small plain products);
-             // CUDA: cuBLAS for every plain product it takes (nothing fused)
+             // CUDA: cuBLAS for every plain product it takes, and for fused ones of at least
+             // provider_fused_least multiply-adds (device_matmul.hpp)
   never,     // kiln's own kernel for every product
   always,    // the provider for every product it can take (f32/f64, extents below 2^31; on
              // CUDA also f16/bf16, a fused epilogue then run as a pass)

@@ -14,11 +14,11 @@ namespace kiln::detail {
 namespace provider_detail {
 
 // Whether an operand expression is one tensor as it is, or converted to the accumulator.
-inline bool plain(const ir::expr_description& e) {
+inline bool plain(const ir::expr_description& e, dtype acc) {
   const auto& n = e.nodes;
   if (n.size() == 1) return n[0].code == ir::ir_code::load;
   return n.size() == 2 && n[0].code == ir::ir_code::load && n[1].code == ir::ir_code::apply &&
-         n[1].op && std::strcmp(n[1].op->name, "cast") == 0;
+         n[1].op && std::strcmp(n[1].op->name, "cast") == 0 && n[1].type == acc;
 }
 
 // One stride that walks the batch dims flattened (row-major), if there is one.
@@ -61,8 +61,8 @@ plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_
                   const ir::expr_description& er, std::span<const flat_leaf> mapped) {
   using namespace provider_detail;
   // (An empty product, or one of K = 0, is kiln's: nothing to store, or zeros.)
-  if (!plain(el) || !plain(er) || mapped.size() != 2 || s.k == 0 || s.m == 0 || s.n == 0 ||
-      s.batch_count() == 0)
+  if (!plain(el, acc) || !plain(er, acc) || mapped.size() != 2 || s.k == 0 || s.m == 0 ||
+      s.n == 0 || s.batch_count() == 0)
     return std::nullopt;
   const dtype t = mapped[0].type;
   if (mapped[1].type != t) return std::nullopt;
@@ -86,7 +86,7 @@ plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_
     const layout& v = *f.layout;
     const blas_matrix bm = blas_view(rows, cols, v.strides[rd], v.strides[cd]);
     const auto bs = batch_stride(s.batch, v);
-    if (bm.ld == 0 || !bs) return false;
+    if (bm.ld == 0 || !bs || *bs < 0) return false; // (a batch walked backwards: kiln's)
     o = {f.storage, v.offset, bm.ld, *bs, bm.trans};
     return true;
   };

@@ -3,9 +3,9 @@
 // device_executor::provider_gemm, contractions/device_matmul_impl.hpp): opened with dlopen at
 // the first product that may use it, never linked, so a program runs the same without it.
 // KILN_CUBLAS_LIBRARY names the library (`none`: no provider; one that does not load or cannot
-// make a handle on the device is a kiln::error at the first product); by default the first of
-// CUDA 13's, 12's and 11's that loads (from the CUDA toolkit's lib64, then by soname) and
-// makes a handle, else none.
+// make a handle on the device is a kiln::error at the products that would use it); by default
+// the first of CUDA 13's, 12's and 11's that loads (from the CUDA toolkit's lib64, then by
+// soname), else none; one that then cannot make a handle on the device is no provider.
 #include "kiln/error.hpp"
 #include "kiln/executor.hpp"
 #include "kiln/jit/cuda/context.hpp"
@@ -30,6 +30,7 @@ struct cublas_library {
                          int, long long, const void*, int, int, long long, const void*, void*, int,
                          int, long long, int, int, int) = nullptr;
   const char* (*status_string)(cublasStatus_t) = nullptr;
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, int) = nullptr;
 };
 
 // Opens `name` (a path or a soname) and finds what kiln calls; why not, else "".
@@ -49,6 +50,7 @@ inline std::string open_cublas(const std::string& name, cublas_library& l) {
     return name + " has no cublasCreate_v2, cublasSetStream_v2 or cublasGemmStridedBatchedEx";
   }
   sym(l.status_string, "cublasGetStatusString");
+  sym(l.set_math_mode, "cublasSetMathMode");
   l.path = name;
   return {}; // the library stays open for the process
 }
@@ -67,9 +69,10 @@ inline const cublas_library& cublas() {
     // The CUDA toolkit's own first (NVRTC's home), then by soname on the loader's path.
     std::vector<std::string> names;
     const cuda_home home = cuda_home_from_environment();
-    for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"})
+    // (Not an unversioned libcublas.so: it may be a CUDA 10 one, without the compute types.)
+    for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"})
       if (!home.path.empty()) names.push_back(home.path + "/lib64/" + n);
-    for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"})
+    for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"})
       names.push_back(n);
     for (const std::string& n : names)
       if (open_cublas(n, r).empty()) break;
@@ -92,10 +95,15 @@ public:
       cublasHandle_t h = nullptr;
       cublasStatus_t r = l.create(&h);
       if (r == 0) r = l.set_stream(h, ctx.stream());
+      // 16-bit results reduced in f32 (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), as
+      // kiln's rule and kernel do: the default lets split-K reductions run in f16/bf16.
+      if (r == 0 && l.set_math_mode) r = l.set_math_mode(h, 16);
       if (r != 0) {
-        if (l.named)
+        if (l.named) {
+          handles_.erase(it); // (asked again at the next product: an error each time)
           throw error("matmul", "cuBLAS cannot start on the device",
                       "cuda:" + std::to_string(index) + ": " + status(r));
+        }
         h = nullptr;
       }
       it->second = h; // (a handle lives as long as the process, as its context does)
@@ -162,6 +170,9 @@ inline bool cublas_gemm(context& ctx, int index, const device_gemm& g, bool ask)
         ptr(g.a.st, g.a.offset + first * g.a.batch_stride), ta, int(g.a.ld), g.a.batch_stride,
         f64 ? static_cast<const void*>(&zero64) : &zero, ptr(g.c, g.c_offset + first * g.m * g.n),
         tc, int(g.n), g.m * g.n, count, f64 ? compute_64f : compute_32f, algo_default);
+    // A product this library or device does not take (NOT_SUPPORTED, ARCH_MISMATCH) before
+    // anything was written: kiln's kernel computes it.
+    if ((r == 15 || r == 8) && first == 0) return false;
     if (r != 0)
       throw error("matmul", "cuBLAS failed",
                   cublas_handles::status(r) + " for " + std::to_string(g.m) + " x " +
