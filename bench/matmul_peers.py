@@ -5,23 +5,16 @@
 M = N = 4096 as eager PyTorch (addmm, then the gelu pass) with the bare product beside it.
 Device times from CUDA events, medians of 10 after warm-ups, random inputs. A peer that is
 not installed is reported as such. Usage: python3 bench/matmul_peers.py"""
-import statistics
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_peers import timed as timed_with  # noqa: E402  (the same CUDA-event medians)
 
 
 def timed(torch, fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(10):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ms.append(a.elapsed_time(b))
-    return statistics.median(ms)
+    event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    return timed_with(fn, event, event, torch.cuda.synchronize)
 
 
 def main():
