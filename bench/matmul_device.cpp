@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,30 @@ kiln::tensor<float> as_reduction(const kiln::tensor<float>& a, const kiln::tenso
   return kiln::sum(va * vb, kiln::axes(-1));
 }
 
+// The first launch f makes, as a tuner sees it (its kernel and family), or none.
+template <class F>
+std::optional<kiln::jit::tune::launch_site> first_launch(F&& f) {
+  kiln::jit::tune::launch_hook probe;
+  {
+    const kiln::detail::hook_scope scope(probe);
+    f();
+  }
+  if (probe.seen.empty()) return std::nullopt;
+  return probe.seen.front();
+}
+
+// f() with configuration c forced on the launches of site's kernel.
+template <class F>
+void with_config(const kiln::jit::tune::launch_site& site, const kiln::jit::tune::config& c,
+                 F&& f) {
+  kiln::jit::tune::launch_hook h;
+  h.force = &c;
+  h.family = site.sp->family();
+  h.kernel = site.kernel;
+  const kiln::detail::hook_scope scope(h);
+  f();
+}
+
 // f() with the matmul family's `split` forced to `parts` on the whole product's kernel (the
 // first matmul site f shows a tuner); 0: as the rule chooses.
 template <class F>
@@ -82,12 +107,7 @@ void with_split(const kiln::jit::tune::launch_site& whole, std::int64_t parts, F
   }
   kiln::jit::tune::config c = whole.sp->defaults();
   c[kiln::jit::tune::mm::split] = parts;
-  kiln::jit::tune::launch_hook h;
-  h.force = &c;
-  h.family = "matmul";
-  h.kernel = whole.kernel;
-  const kiln::detail::hook_scope scope(h);
-  f();
+  with_config(whole, c, f);
 }
 
 // Products the size of a GPU: TFLOP/s of kiln's kernel (providers off: the default tile, then
@@ -183,13 +203,9 @@ void large_tiles(const kiln::device& dev) {
   const auto b = kiln::random::normal<float>({s, s}, 2).to(dev);
   kiln::tensor<float> c = kiln::zeros<float>({s, s}).to(dev);
   const kiln::blas_use was = kiln::set_blas_use(kiln::blas_use::never);
-  tune::launch_hook probe;
-  {
-    const kiln::detail::hook_scope scope(probe);
-    c = kiln::matmul(a, b);
-  }
-  if (probe.seen.empty()) return; // (the product launches kiln's kernel: a broken hook)
-  const tune::launch_site site = probe.seen.front();
+  const auto first = first_launch([&] { c = kiln::matmul(a, b); });
+  if (!first) return; // (the product launches kiln's kernel: a broken hook)
+  const tune::launch_site& site = *first;
   std::printf("\n| f32 4096^3, tile tm x tn x tk, register tile rm x rn | TFLOP/s |\n|---|---|\n");
   struct tile {
     int tm, tn, tk, rm, rn;
@@ -209,12 +225,7 @@ void large_tiles(const kiln::device& dev) {
       std::printf("| %d x %d x %d, %d x %d | (%s) |\n", t.tm, t.tn, t.tk, t.rm, t.rn, why.c_str());
       continue;
     }
-    tune::launch_hook h;
-    h.force = &cf;
-    h.family = "matmul";
-    h.kernel = site.kernel;
-    const kiln::detail::hook_scope scope(h);
-    const auto r = race(dev, {[&] { c = kiln::matmul(a, b); }}, 10);
+    const auto r = race(dev, {[&] { with_config(site, cf, [&] { c = kiln::matmul(a, b); }); }}, 10);
     std::printf("| %d x %d x %d, %d x %d | %.2f |\n", t.tm, t.tn, t.tk, t.rm, t.rn,
                 2.0 * s * s * s / r[0] * 1e-12);
   }
@@ -298,6 +309,8 @@ int main(int argc, char** argv) {
     large_tiles(dev);
     return 0;
   }
+  // The rows below measure kiln's own kernel: no provider (cuBLAS on CUDA) takes the products.
+  kiln::set_blas_use(kiln::blas_use::never);
   auto rounds = [&](double flops) { return std::clamp(int(2e10 / flops), quick ? 3 : 5, 15); };
 
   std::printf("| f32 n x n x n | tile kernel GFLOP/s | as a reduction GFLOP/s | speed-up |\n"
@@ -358,12 +371,9 @@ int main(int argc, char** argv) {
     const auto a = kiln::random::normal<float>({p.m, p.k}, 8).to(dev);
     const auto b = kiln::random::normal<float>({p.k, p.n}, 9).to(dev);
     kiln::tensor<float> c = kiln::zeros<float>({p.m, p.n}).to(dev);
-    kiln::jit::tune::launch_hook probe;
-    {
-      const kiln::detail::hook_scope scope(probe);
-      c = kiln::matmul(a, b);
-    }
-    const kiln::jit::tune::launch_site whole = probe.seen.front();
+    const auto launched = first_launch([&] { c = kiln::matmul(a, b); });
+    if (!launched) return 1; // (kiln's kernel launches: a broken hook)
+    const kiln::jit::tune::launch_site& whole = *launched;
     const std::int64_t chunk = kiln::detail::split_k_chunk(
         0, 1, p.m, p.n, p.k, kiln::executor_of(*a.storage(), "bench").concurrent_groups());
     const auto t = race(dev,

@@ -12,7 +12,6 @@
 #include "kiln/reduce.hpp"
 
 #include <atomic>
-#include <optional>
 
 namespace kiln::detail {
 
@@ -80,14 +79,6 @@ inline std::atomic<std::uint64_t>& device_products_provided() {
 // product and kiln's pass beat kiln's fused kernel 1.13-2.54x at 4096 x 4096 x 64...4096
 // (bench_matmul_device --large, bench/RESULTS.md); smaller products keep the one launch.
 inline constexpr std::int64_t provider_fused_least = std::int64_t(1) << 24;
-
-// A plain product (each operand one tensor read in place, possibly converted to the
-// accumulator; float dtypes the libraries take) as a vendor library's call, else nothing.
-// `mapped`: the two operands' leaves with their layouts over (batch..., m, n, k).
-KILN_CORE_INLINE std::optional<device_gemm>
-plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_offset,
-                  const contraction& s, const ir::expr_description& el,
-                  const ir::expr_description& er, std::span<const flat_leaf> mapped);
 
 // Split-K: the length of K's parts, or 0 for none, for a product of these extents on a device
 // that runs `groups` workgroups at once, cut into `parts` (the matmul family's `split`: 0 for

@@ -21,13 +21,14 @@ inline bool plain(const ir::expr_description& e, dtype acc) {
          n[1].op && std::strcmp(n[1].op->name, "cast") == 0 && n[1].type == acc;
 }
 
-// One stride that walks the batch dims flattened (row-major), if there is one.
+// One stride that walks the batch dims flattened (row-major), if there is one: the innermost
+// dim's that is not 1, which each outer one's must be times the extents inside it.
 inline std::optional<std::int64_t> batch_stride(const kiln::shape& batch, const layout& v) {
   std::optional<std::int64_t> s;
   std::int64_t inner = 1;
   for (int d = batch.size(); d-- > 0;) {
     if (batch[d] == 1) continue;
-    if (!s) s = v.strides[d] / inner;
+    if (!s) s = v.strides[d];
     if (v.strides[d] != *s * inner) return std::nullopt;
     inner *= batch[d];
   }
@@ -55,10 +56,14 @@ inline const flat_leaf* stored_as_is(const device_epilogue* e, const storage& ou
   return &t;
 }
 
-KILN_CORE_INLINE std::optional<device_gemm>
-plain_device_gemm(dtype acc, dtype result, const storage& out, std::int64_t out_offset,
-                  const contraction& s, const ir::expr_description& el,
-                  const ir::expr_description& er, std::span<const flat_leaf> mapped) {
+// A plain product (each operand one tensor read in place, possibly converted to the
+// accumulator; float dtypes the libraries take) as a vendor library's call, else nothing.
+// `mapped`: the two operands' leaves with their layouts over (batch..., m, n, k).
+inline std::optional<device_gemm> plain_device_gemm(dtype acc, dtype result, const storage& out,
+                                                    std::int64_t out_offset, const contraction& s,
+                                                    const ir::expr_description& el,
+                                                    const ir::expr_description& er,
+                                                    std::span<const flat_leaf> mapped) {
   using namespace provider_detail;
   // (An empty product, or one of K = 0, is kiln's: nothing to store, or zeros.)
   if (!plain(el, acc) || !plain(er, acc) || mapped.size() != 2 || s.k == 0 || s.m == 0 ||
