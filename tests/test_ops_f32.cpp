@@ -17,6 +17,10 @@ TEST_CASE("f32 math over each function's whole domain", "[ops]") {
   float_ops::float_whole_range<float>();
 }
 
+TEST_CASE("f32 math gives each element the same result whatever its neighbours", "[ops]") {
+  float_ops::lane_independent<float>();
+}
+
 TEST_CASE("f32 exp, exp2, expm1, sigmoid up to overflow and into gradual underflow", "[ops]") {
   float_ops::exp_edges<float>();
 }

@@ -41,10 +41,14 @@ B positive(const B& a) {
   using U = xsimd::batch<std::uint32_t, typename B::arch_type>;
   const B z = xsimd::bitwise_cast<B>(xsimd::bitwise_cast<U>(a) & U(0xfffff000u));
   const B q = xsimd::exp((z - a) * (z + a)) * p / (B(2.0f) * a + B(1.0f));
-  if (xsimd::all(a < B(9.25f))) return xsimd::exp(-(z * z)) * q; // a normal result
+  const auto normal = a < B(9.25f);
+  const B direct = xsimd::exp(-(z * z)) * q;
+  if (xsimd::all(normal)) return direct;
   // Past 9.25 e^(-z^2) is subnormal: its halves are not, and only the last product rounds.
+  // Lanes below 9.25 keep the direct form, so that an element's result never depends on
+  // its neighbours (the halves cost an ulp more there).
   const B e = xsimd::exp(B(-0.5f) * (z * z));
-  return (e * q) * e;
+  return xsimd::select(normal, direct, (e * q) * e);
 }
 
 template <class B>

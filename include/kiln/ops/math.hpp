@@ -7,6 +7,7 @@
 #include "kiln/ops/erf_f64.hpp"
 #include "kiln/ops/erfc_f32.hpp"
 #include "kiln/ops/rules.hpp"
+#include "kiln/ops/trig.hpp"
 
 #include <cmath>
 #include <limits>
@@ -186,9 +187,9 @@ KILN_FLOAT_UNARY(cbrt, std::cbrt(x),
                  edges::fix_subnormal_inputs(xsimd::cbrt(x), x,
                                              [](auto v) { return std::cbrt(v); }),
                  1.0 / (3.0 * D::cbrt(x) * D::cbrt(x)))
-KILN_FLOAT_UNARY(sin, std::sin(x), xsimd::sin(x), D::cos(x))
-KILN_FLOAT_UNARY(cos, std::cos(x), xsimd::cos(x), -D::sin(x))
-KILN_FLOAT_UNARY(tan, std::tan(x), xsimd::tan(x), 1.0 + D::tan(x) * D::tan(x))
+KILN_FLOAT_UNARY(sin, std::sin(x), trig::sin(x), D::cos(x))
+KILN_FLOAT_UNARY(cos, std::cos(x), trig::cos(x), -D::sin(x))
+KILN_FLOAT_UNARY(tan, std::tan(x), trig::tan(x), 1.0 + D::tan(x) * D::tan(x))
 KILN_FLOAT_UNARY(asin, std::asin(x), xsimd::asin(x), D::rsqrt(1.0 - x * x))
 KILN_FLOAT_UNARY(acos, std::acos(x), xsimd::acos(x), -D::rsqrt(1.0 - x * x))
 KILN_FLOAT_UNARY(atan, std::atan(x), xsimd::atan(x), 1.0 / (1.0 + x * x))
