@@ -173,3 +173,55 @@ TEST_CASE("cuda: threads needing one new kernel share one compile", "[cuda]") {
 TEST_CASE("cuda: freed blocks are reused by the caching allocator", "[cuda]") {
   if (const kiln::device* dev = cuda_or_skip()) device_test::check_arena_reuse(*dev);
 }
+
+// With the driver's stream-ordered pool (a GPU, or the stand-in given a memory size by
+// KILN_CUDA_ON_CPU_POOL_BYTES; the CTest test "cuda-on-cpu: the driver's pool ...") and with
+// kiln's own caching arena (the stand-in's default), memory_stats tells what is held, freed
+// blocks included, and empty_cache gives it back. Where the device's size is known (the
+// stand-in's pool), an allocation that fits only once the kept blocks are given back succeeds,
+// and one past the device's memory is a kiln::error.
+TEST_CASE("cuda: memory_stats counts the blocks kept after a free, empty_cache gives them back, "
+          "an allocation that needs them succeeds",
+          "[cuda][pool]") {
+  const kiln::device* dev = cuda_or_skip();
+  if (!dev) return;
+  constexpr std::int64_t mib = 1 << 20;
+  kiln::synchronize(*dev);
+  kiln::empty_cache(*dev);
+  const auto start = kiln::memory_stats(*dev);
+  {
+    const auto t = kiln::full<float>({10 * mib / 4}, 1.5f, *dev); // 10 MiB
+    kiln::synchronize(*dev);
+    CHECK(kiln::memory_stats(*dev).in_use >= start.in_use + 10 * mib);
+  }
+  kiln::synchronize(*dev);
+  const auto kept = kiln::memory_stats(*dev);
+  INFO("start in use " << start.in_use << ", reserved " << start.reserved << "; after the free "
+                       << kept.in_use << ", " << kept.reserved);
+  CHECK(kept.in_use == start.in_use);
+  CHECK(kept.reserved >= start.reserved + 10 * mib); // kept for the next statement
+  kiln::empty_cache(*dev);
+  const auto emptied = kiln::memory_stats(*dev);
+  INFO("after empty_cache " << emptied.in_use << ", " << emptied.reserved);
+  CHECK(emptied.reserved < kept.reserved);
+  CHECK(emptied.reserved <= emptied.in_use + 10 * mib);
+
+  const char* size = std::getenv("KILN_CUDA_ON_CPU_POOL_BYTES");
+  if (!cuda_test::on_cpu() || !size || !*size) return;
+  const auto device_bytes = std::int64_t(std::strtoull(size, nullptr, 10));
+  REQUIRE(device_bytes == 64 * mib); // as tests/CMakeLists.txt sets it
+  {
+    const auto a = kiln::full<float>({40 * mib / 4}, 2.0f, *dev);
+    kiln::synchronize(*dev);
+  }
+  // 40 MiB kept by the pool and 48 asked for: only after the pool gives its blocks back.
+  std::vector<float> v(std::size_t(48 * mib / 4));
+  for (std::size_t i = 0; i < v.size(); i += 4099)
+    v[i] = float(i % 977) * 0.25f;
+  const auto b = kiln::from(v, kiln::shape{std::int64_t(v.size())}, *dev);
+  CHECK(b.to_vector() == v);
+  // 48 MiB more while b lives: past the device's 64, an error naming the allocation.
+  CHECK_THROWS_WITH(kiln::tensor<float>(b * 2.0f),
+                    Catch::Contains("cuMemAllocAsync of 50331648 bytes failed"));
+  CHECK(b.to_vector() == v); // b untouched
+}

@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <regex>
 #include <sstream>
+#include <unordered_map>
 
 #ifndef DEVICE_ON_CPU_CXX
 #error "DEVICE_ON_CPU_CXX: the host compiler that compiles kernels"
@@ -55,6 +57,37 @@ function* keep(function f) {
   return &all.emplace_back(std::move(f));
 }
 
+// The driver's stream-ordered pool (cuMemAllocAsync and the cuMemPool calls), only when
+// KILN_CUDA_ON_CPU_POOL_BYTES gives the device memory a size: the pool keeps freed blocks
+// up to its release threshold (the driver's default, 0, gives them back at each
+// synchronization), an allocation that does not fit beside what it keeps fails with
+// CUDA_ERROR_OUT_OF_MEMORY as on a GPU, and cuMemPoolTrimTo gives kept blocks back.
+// Without the variable the device reports no pools and kiln's own caching arena runs.
+struct memory_pool {
+  std::mutex m;
+  std::size_t limit = 0; // the device's memory; 0: no pools
+  std::uint64_t used = 0, reserved = 0, used_high = 0, reserved_high = 0, threshold = 0;
+  std::multimap<std::size_t, void*> kept; // freed, by size
+  std::unordered_map<void*, std::size_t> live;
+
+  void trim_to(std::uint64_t keep) { // with m held
+    for (auto it = kept.begin(); it != kept.end() && reserved > keep;) {
+      reserved -= it->first;
+      kiln_cpu::device_free(it->second);
+      it = kept.erase(it);
+    }
+  }
+};
+memory_pool& pool() {
+  static memory_pool p;
+  static const bool sized = [] {
+    if (const char* v = std::getenv("KILN_CUDA_ON_CPU_POOL_BYTES"); v && *v)
+      p.limit = std::strtoull(v, nullptr, 10);
+    return true;
+  }();
+  (void)sized;
+  return p;
+}
 } // namespace
 
 extern "C" {
@@ -96,8 +129,8 @@ CUresult cuDeviceGetAttribute(int* v, int attr, int) {
     *v = 0;
     return ok;
   case 115:
-    *v = 0;
-    return ok; // no memory pools: kiln's own caching arena is exercised
+    *v = pool().limit != 0;
+    return ok; // memory pools only when asked for (see memory_pool)
   default:
     return fail(invalid_value, "attribute " + std::to_string(attr));
   }
@@ -138,7 +171,87 @@ CUresult cuStreamCreate(void** s, unsigned) {
   *s = &the_stream;
   return ok;
 }
-CUresult cuStreamSynchronize(void*) { return ok; } // every call finished before it returned
+CUresult cuStreamSynchronize(void*) { // every call finished before it returned
+  std::lock_guard lock(pool().m);
+  pool().trim_to(pool().threshold);
+  return ok;
+}
+CUresult cuMemAllocAsync(CUdeviceptr* p, std::size_t n, void*) {
+  auto& q = pool();
+  std::lock_guard lock(q.m);
+  if (!q.limit) return fail(invalid_value, "cuMemAllocAsync: the device has no pools");
+  void* m = nullptr;
+  if (auto it = q.kept.find(n); it != q.kept.end()) {
+    m = it->second;
+    q.kept.erase(it);
+  } else {
+    if (q.reserved + n > q.limit)
+      return fail(out_of_memory, std::to_string(n) + " bytes beside the pool's " +
+                                     std::to_string(q.reserved) + " of " + std::to_string(q.limit));
+    if (!(m = kiln_cpu::device_alloc(n)))
+      return fail(out_of_memory, "host allocation of " + std::to_string(n) + " bytes");
+    q.reserved += n;
+    q.reserved_high = std::max(q.reserved_high, q.reserved);
+  }
+  q.live.emplace(m, n);
+  q.used += n;
+  q.used_high = std::max(q.used_high, q.used);
+  *p = reinterpret_cast<CUdeviceptr>(m);
+  return ok;
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, void*) {
+  auto& q = pool();
+  std::lock_guard lock(q.m);
+  const auto it = q.live.find(reinterpret_cast<void*>(p));
+  if (it == q.live.end())
+    return fail(invalid_value, "cuMemFreeAsync of a pointer the pool did not hand out");
+  q.used -= it->second;
+  q.kept.emplace(it->second, it->first);
+  q.live.erase(it);
+  return ok;
+}
+CUresult cuDeviceGetDefaultMemPool(void** p, int) {
+  if (!pool().limit) return fail(invalid_value, "the device has no pools");
+  *p = &pool();
+  return ok;
+}
+CUresult cuMemPoolSetAttribute(void* p, int attr, void* v) {
+  if (p != &pool() || attr != 4) return fail(invalid_value, "cuMemPoolSetAttribute");
+  std::lock_guard lock(pool().m);
+  pool().threshold = *static_cast<std::uint64_t*>(v);
+  return ok;
+}
+CUresult cuMemPoolGetAttribute(void* p, int attr, void* v) {
+  auto& q = pool();
+  if (p != &q) return fail(invalid_value, "cuMemPoolGetAttribute: not the default pool");
+  std::lock_guard lock(q.m);
+  auto& out = *static_cast<std::uint64_t*>(v);
+  switch (attr) {
+  case 4:
+    out = q.threshold;
+    return ok;
+  case 5:
+    out = q.reserved;
+    return ok;
+  case 6:
+    out = q.reserved_high;
+    return ok;
+  case 7:
+    out = q.used;
+    return ok;
+  case 8:
+    out = q.used_high;
+    return ok;
+  default:
+    return fail(invalid_value, "cuMemPoolGetAttribute " + std::to_string(attr));
+  }
+}
+CUresult cuMemPoolTrimTo(void* p, std::size_t keep) {
+  if (p != &pool()) return fail(invalid_value, "cuMemPoolTrimTo: not the default pool");
+  std::lock_guard lock(pool().m);
+  pool().trim_to(keep);
+  return ok;
+}
 CUresult cuEventCreate(void** e, unsigned) {
   *e = new event{};
   return ok;

@@ -9,6 +9,7 @@
 #include "kiln/jit/backend/caching_arena.hpp"
 #include "kiln/jit/cuda/loader.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,7 +92,7 @@ public:
         trim_pool();
         r = d_.cuMemAllocAsync(&b.handle, b.bytes, stream_);
       }
-      check(d_, r, "cuMemAllocAsync");
+      check(d_, r, ("cuMemAllocAsync of " + std::to_string(b.bytes) + " bytes").c_str());
       arena_.count_in(b.bytes);
       return b;
     }
@@ -116,7 +117,16 @@ public:
     if (pool_) trim_pool();
   }
   using memory_stats = caching_arena<CUdeviceptr>::memory_stats;
-  memory_stats stats() const { return arena_.stats(props_.memory_pools); }
+  // With the driver's pool, `reserved` is what the device's default pool holds (kiln's
+  // freed blocks it keeps, and any other user's of that pool in the process).
+  memory_stats stats() const {
+    auto s = arena_.stats(props_.memory_pools);
+    std::uint64_t held = 0;
+    if (pool_ && d_.cuMemPoolGetAttribute &&
+        d_.cuMemPoolGetAttribute(pool_, mempool_reserved_mem_current, &held) == 0)
+      s.reserved = std::max<std::uint64_t>(s.in_use, held);
+    return s;
+  }
 
   // --- copies, queued on the stream (a read waits for it)
   void write(const block& b, std::size_t off, const void* src, std::size_t n) {

@@ -36,8 +36,10 @@ inline constexpr int attr_multiprocessor_count = 16;
 inline constexpr int attr_compute_capability_major = 75;
 inline constexpr int attr_compute_capability_minor = 76;
 inline constexpr int attr_memory_pools_supported = 115;
-// cuMemPoolSetAttribute's CU_MEMPOOL_ATTR_RELEASE_THRESHOLD (a cuuint64_t of bytes).
+// cuMemPool{Set,Get}Attribute's CU_MEMPOOL_ATTR_RELEASE_THRESHOLD and
+// CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT (cuuint64_t bytes).
 inline constexpr int mempool_release_threshold = 4;
+inline constexpr int mempool_reserved_mem_current = 5;
 inline constexpr CUresult error_out_of_memory = 2;
 
 #define KILN_CU_FUNCTIONS(X)                                                                       \
@@ -73,6 +75,7 @@ inline constexpr CUresult error_out_of_memory = 2;
   X(cuMemFreeAsync, CUresult, CUdeviceptr, CUstream)                                               \
   X(cuDeviceGetDefaultMemPool, CUresult, CUmemoryPool*, CUdevice)                                  \
   X(cuMemPoolSetAttribute, CUresult, CUmemoryPool, int, void*)                                     \
+  X(cuMemPoolGetAttribute, CUresult, CUmemoryPool, int, void*)                                     \
   X(cuMemPoolTrimTo, CUresult, CUmemoryPool, std::size_t)
 
 #define KILN_NVRTC_FUNCTIONS(X)                                                                    \
