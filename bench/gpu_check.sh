@@ -2,7 +2,7 @@
 # One call on a lent NVIDIA machine (the `device` tool): the CUDA execution tests and the GPU
 # benchmarks, from binaries built on the development machine and carried as one archive
 # (the GPU machine has no Catch2, Hana or xsimd). Prepare here with bench/gpu_pack.sh, then
-# run there from the repository root: bash bench/gpu_check.sh [tests|bench|layer|examples|peers|all] [test...]
+# run there from the repository root: bash bench/gpu_check.sh [tests|bench|layer|tiles|examples|peers|all] [test...]
 # Test logs land in $OUT/tests.tar.gz; the last lines printed are the summary.
 set -u
 what=${1:-all}
@@ -44,6 +44,12 @@ if [[ $what == bench || $what == all ]]; then
   timeout 90 $bin/bench_cuda_jit 2>&1 | tee "$out/bench_cuda_jit.md"
   KILN_BENCH_DEVICE=cuda:0 timeout 150 $bin/bench_matmul_device --large 2>&1 |
     tee "$out/bench_matmul.md"
+fi
+
+# kiln's tile configurations at f32 4096^3 against cuBLAS in the same run, on cuda:0.
+if [[ $what == tiles ]]; then
+  KILN_BENCH_DEVICE=cuda:0 timeout 150 $bin/bench_matmul_device --tiles 2>&1 |
+    tee "$out/bench_tiles.md"
 fi
 
 # A network layer's value and gradients against its forward product, on cuda:0.

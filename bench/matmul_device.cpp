@@ -19,7 +19,9 @@
 //     bench/matmul_peers.py, run beside it.
 //  6. --layer: only the layer's row of --large (a layer's value and gradients against its
 //     forward product).
-// Usage: bench_matmul_device [--quick | --large | --layer]
+//  7. --tiles: only the tile configurations of --large (f32 4096^3, each against the
+//     provider's product in the same run).
+// Usage: bench_matmul_device [--quick | --large | --layer | --tiles]
 #include <kiln/jit/backend/jit_backend.hpp>
 #include <kiln/jit/tune.hpp>
 #include <kiln/kiln.hpp>
@@ -206,29 +208,46 @@ void large_tiles(const kiln::device& dev) {
   const auto first = first_launch([&] { c = kiln::matmul(a, b); });
   if (!first) return; // (the product launches kiln's kernel: a broken hook)
   const tune::launch_site& site = *first;
-  std::printf("\n| f32 4096^3, tile tm x tn x tk, register tile rm x rn | TFLOP/s |\n|---|---|\n");
+  // The provider's product (cuBLAS on CUDA) in the same run, for the ratio.
+  double provider = 0;
+  {
+    kiln::set_blas_use(kiln::blas_use::always);
+    const auto r = race(dev, {[&] { c = kiln::matmul(a, b); }}, 10);
+    provider = 2.0 * s * s * s / r[0] * 1e-12;
+    kiln::set_blas_use(kiln::blas_use::never);
+  }
+  std::printf("\n| f32 4096^3, tile tm x tn x tk, register tile rm x rn, rows adjacent, stages | "
+              "TFLOP/s | vs the provider's %.2f |\n|---|---|---|\n",
+              provider);
   struct tile {
     int tm, tn, tk, rm, rn;
   };
-  for (const tile t : {tile{64, 64, 8, 4, 4}, tile{64, 64, 16, 4, 4}, tile{128, 128, 8, 8, 8},
-                       tile{128, 128, 16, 8, 8}, tile{128, 64, 8, 8, 4}, tile{64, 128, 8, 4, 8},
-                       tile{128, 64, 16, 8, 8}, tile{64, 64, 8, 8, 8}, tile{128, 128, 32, 8, 8},
-                       tile{64, 64, 32, 4, 4}, tile{32, 32, 8, 2, 2}}) {
-    tune::config cf = site.sp->defaults();
-    cf[tune::mm::tm] = t.tm;
-    cf[tune::mm::tn] = t.tn;
-    cf[tune::mm::tk] = t.tk;
-    cf[tune::mm::rm] = t.rm;
-    cf[tune::mm::rn] = t.rn;
-    const std::string why = site.sp->why_illegal(cf);
-    if (!why.empty()) {
-      std::printf("| %d x %d x %d, %d x %d | (%s) |\n", t.tm, t.tn, t.tk, t.rm, t.rn, why.c_str());
-      continue;
-    }
-    const auto r = race(dev, {[&] { with_config(site, cf, [&] { c = kiln::matmul(a, b); }); }}, 10);
-    std::printf("| %d x %d x %d, %d x %d | %.2f |\n", t.tm, t.tn, t.tk, t.rm, t.rn,
-                2.0 * s * s * s / r[0] * 1e-12);
-  }
+  for (const tile t : {tile{64, 64, 8, 4, 4}, tile{64, 64, 8, 8, 8}, tile{128, 128, 8, 8, 8},
+                       tile{128, 64, 8, 8, 8}, tile{64, 128, 8, 8, 8}, tile{128, 128, 16, 8, 8},
+                       tile{64, 64, 16, 8, 8}, tile{128, 64, 8, 8, 4}, tile{64, 64, 16, 4, 4},
+                       tile{32, 32, 8, 2, 2}})
+    for (const int adjacent : {0, 1})
+      for (const int stages : {1, 2}) {
+        tune::config cf = site.sp->defaults();
+        cf[tune::mm::tm] = t.tm;
+        cf[tune::mm::tn] = t.tn;
+        cf[tune::mm::tk] = t.tk;
+        cf[tune::mm::rm] = t.rm;
+        cf[tune::mm::rn] = t.rn;
+        cf[tune::mm::rows_adjacent] = adjacent;
+        cf[tune::mm::stages] = stages;
+        const std::string why = site.sp->why_illegal(cf);
+        if (!why.empty()) {
+          std::printf("| %d x %d x %d, %d x %d, %d, %d | (%s) | |\n", t.tm, t.tn, t.tk, t.rm, t.rn,
+                      adjacent, stages, why.c_str());
+          continue;
+        }
+        const auto r =
+            race(dev, {[&] { with_config(site, cf, [&] { c = kiln::matmul(a, b); }); }}, 10);
+        const double tf = 2.0 * s * s * s / r[0] * 1e-12;
+        std::printf("| %d x %d x %d, %d x %d, %d, %d | %.2f | %.2fx |\n", t.tm, t.tn, t.tk, t.rm,
+                    t.rn, adjacent, stages, tf, provider > 0 ? tf / provider : 0.0);
+      }
   kiln::set_blas_use(was);
 }
 
@@ -292,11 +311,16 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool large = argc > 1 && std::strcmp(argv[1], "--large") == 0;
   const bool layer_only = argc > 1 && std::strcmp(argv[1], "--layer") == 0;
+  const bool tiles_only = argc > 1 && std::strcmp(argv[1], "--tiles") == 0;
   const char* name = std::getenv("KILN_BENCH_DEVICE");
   const kiln::device dev(name ? name : "vulkan:0");
   std::printf("device %s\n\n", dev.str().c_str());
   if (layer_only) {
     large_layer(dev);
+    return 0;
+  }
+  if (tiles_only) {
+    large_tiles(dev);
     return 0;
   }
   if (large) {

@@ -292,7 +292,11 @@ TEST_CASE("cuda codegen: the contraction kernel over fused operand prologues, ev
       {cuda_test::ir_of(true, 4, true, d, kiln::sqrt(d)), dtype::f64, dtype::f64, 1},
       {cuda_test::ir_of(true, 3, true, kiln::cast<std::int64_t>(i), kiln::cast<std::int64_t>(i)),
        dtype::i64, dtype::i32, 0}};
-  const kiln::kernels::contraction_tile tiles[] = {{}, {16, 16, 8, 1, 1}, {128, 64, 16, 8, 4}};
+  const kiln::kernels::contraction_tile tiles[] = {{},
+                                                   {16, 16, 8, 1, 1},
+                                                   {128, 64, 16, 8, 4},
+                                                   {128, 128, 8, 8, 8, 1, 2},
+                                                   {32, 64, 16, 2, 4, 0, 2}};
   std::vector<std::string> srcs;
   for (const auto& p : products)
     for (const auto& t : tiles) {
@@ -302,10 +306,12 @@ TEST_CASE("cuda codegen: the contraction kernel over fused operand prologues, ev
           ir, jit::param_layout(ir, jit::cuda::max_param_bytes, jit::contract_extras), spec));
     }
   CHECK(srcs[0].find("__launch_bounds__(256)") != std::string::npos);
-  CHECK(srcs[0].find("__shared__ float kiln_ta[") != std::string::npos);
-  CHECK(srcs[3].find("kiln_a(P, bt, gi, gk)") != std::string::npos);
-  CHECK(srcs[6].find("__shared__ double kiln_tb[") != std::string::npos);
-  CHECK(srcs[9].find("for (int64_t w = kiln_group;") != std::string::npos);
+  CHECK(srcs[0].find("__shared__ float kiln_ta[520]") != std::string::npos);  // 8 x (64 + 1)
+  CHECK(srcs[3].find("__shared__ float kiln_ta[2112]") != std::string::npos); // 2 x 8 x (128 + 4)
+  CHECK(srcs[3].find("kiln_s = 1u - kiln_s;") != std::string::npos);
+  CHECK(srcs[5].find("kiln_a(P, bt, gi, gk)") != std::string::npos);
+  CHECK(srcs[10].find("__shared__ double kiln_tb[") != std::string::npos);
+  CHECK(srcs[15].find("for (int64_t w = kiln_group;") != std::string::npos);
   cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 80);
   cuda_test::compile_and_assemble(cuda_test::bundle(srcs), 90);
 }

@@ -121,36 +121,44 @@ TEST_CASE("device matmul: operand expressions are read in the tile loads, one la
 
 TEST_CASE("device matmul: every sampled tile configuration gives the product",
           "[vulkan][cuda][metal]") {
-  for (const kiln::device* dev : devices()) {
-    const auto a = operand<float>({2, 45, 67}, *dev), b = operand<float>({67, 53}, *dev);
-    const product want = reference(read(a), read(b));
-    auto run = [&] { return kiln::tensor<float>(kiln::matmul(a, b)); };
-    const auto sites = tune_test::launches_of(run);
-    REQUIRE(sites.size() == 1);
-    const tune::space& sp = *sites[0].sp;
-    REQUIRE(sp.family() == "matmul");
-    // Configurations the device allows, a sample of each tile dim's values.
-    const int rows[][5] = {{16, 16, 8, 1, 1},  {32, 16, 8, 2, 1},  {16, 64, 16, 1, 4},
-                           {64, 32, 8, 4, 2},  {128, 64, 8, 8, 4}, {32, 128, 8, 2, 8},
-                           {128, 32, 8, 4, 4}, {16, 16, 32, 1, 1}, {32, 32, 16, 4, 4}};
-    int ran = 0;
-    std::string refused;
-    for (const auto& r : rows) {
-      tune::config c = sp.defaults();
-      for (int p = 0; p < 5; ++p)
-        c[std::size_t(p)] = r[p];
-      if (const std::string why = sp.why_illegal(c); !why.empty()) {
-        refused += sp.format(c) + ": " + why + "\n";
-        continue;
+  // K = 67: eight full K steps of 8 and a part; K = 3: less than one (with two stages, the
+  // first step is the last).
+  for (const std::int64_t k : {67, 3})
+    for (const kiln::device* dev : devices()) {
+      const auto a = operand<float>({2, 45, k}, *dev), b = operand<float>({k, 53}, *dev);
+      const product want = reference(read(a), read(b));
+      auto run = [&] { return kiln::tensor<float>(kiln::matmul(a, b)); };
+      const auto sites = tune_test::launches_of(run);
+      REQUIRE(sites.size() == 1);
+      const tune::space& sp = *sites[0].sp;
+      REQUIRE(sp.family() == "matmul");
+      // Configurations the device allows, a sample of each tile dim's values: tm, tn, tk, rm,
+      // rn, rows_adjacent, stages (the stand-ins run the first four: each pair of the last two).
+      const int rows[][7] = {
+          {16, 16, 8, 1, 1, 0, 1},  {64, 32, 8, 4, 2, 1, 2},  {32, 64, 8, 2, 4, 0, 2},
+          {128, 64, 8, 8, 4, 1, 1}, {32, 16, 8, 2, 1, 0, 1},  {16, 64, 8, 1, 4, 1, 2},
+          {128, 32, 8, 4, 4, 0, 1}, {16, 16, 32, 1, 1, 1, 1}, {32, 32, 16, 4, 4, 0, 1},
+          {64, 64, 8, 4, 4, 1, 2},  {128, 128, 8, 8, 8, 1, 2}};
+      int ran = 0;
+      std::string refused;
+      for (const auto& r : rows) {
+        tune::config c = sp.defaults();
+        for (int p = 0; p < 5; ++p)
+          c[std::size_t(p)] = r[p];
+        c[tune::mm::rows_adjacent] = r[5];
+        c[tune::mm::stages] = r[6];
+        if (const std::string why = sp.why_illegal(c); !why.empty()) {
+          refused += sp.format(c) + ": " + why + "\n";
+          continue;
+        }
+        if (test::stand_in(*dev) && ran >= 4) break;
+        ++ran;
+        check(tune_test::forced(sites[0], c, run), want,
+              "tile " + sp.format(c) + " on " + dev->str());
       }
-      if (test::stand_in(*dev) && ran >= 3) break;
-      ++ran;
-      check(tune_test::forced(sites[0], c, run), want,
-            "tile " + sp.format(c) + " on " + dev->str());
+      INFO(refused);
+      CHECK(ran >= (test::stand_in(*dev) ? 4 : 9));
     }
-    INFO(refused);
-    CHECK(ran >= (test::stand_in(*dev) ? 3 : 9));
-  }
 }
 
 TEST_CASE("device matmul: shapes the tile kernel declines run as a reduction",

@@ -23,7 +23,8 @@ namespace kiln::jit {
 // (`matmul(x, w) + b` and `b + matmul(x, w)`).
 struct compiled_contraction : executor_state {
   std::mutex mutex;
-  std::map<std::tuple<int, int, int, int, int, int, int>, std::shared_ptr<kernel>> kernels;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, int>, std::shared_ptr<kernel>>
+      kernels;
   std::string id; // the tuning database's kernel id
   tune::choice_memo choices;
 };
@@ -108,7 +109,8 @@ inline std::shared_ptr<kernel> jit_backend::contraction_kernel(compiled_contract
   contract_spec spec = base;
   spec.tile = tune::tile_of(cfg);
   const auto key = std::make_tuple(spec.tile.tm, spec.tile.tn, spec.tile.tk, spec.tile.rm,
-                                   spec.tile.rn, spec.product, static_cast<int>(spec.result));
+                                   spec.tile.rn, spec.tile.rows_adjacent, spec.tile.stages,
+                                   spec.product, static_cast<int>(spec.result));
   {
     std::lock_guard lock(cc.mutex);
     if (auto it = cc.kernels.find(key); it != cc.kernels.end()) return it->second;

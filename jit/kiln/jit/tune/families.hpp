@@ -91,7 +91,7 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
 // tile, a register tile per invocation), and the size below which a product runs as the
 // reduction template instead (a dot product per output: matrix-vector shapes).
 namespace mm {
-enum : std::size_t { tm, tn, tk, rm, rn, min_mn, split };
+enum : std::size_t { tm, tn, tk, rm, rn, min_mn, split, rows_adjacent, stages };
 } // namespace mm
 
 // Shared memory per element of the tiles at most: an 8-byte accumulator.
@@ -104,6 +104,8 @@ inline kernels::contraction_tile tile_of(const config& c) {
   t.tk = static_cast<int>(c[mm::tk]);
   t.rm = static_cast<int>(c[mm::rm]);
   t.rn = static_cast<int>(c[mm::rn]);
+  t.rows_adjacent = static_cast<int>(c[mm::rows_adjacent]);
+  t.stages = static_cast<int>(c[mm::stages]);
   return t;
 }
 
@@ -132,15 +134,24 @@ inline space matmul_space(const device_limits& l, bool splits = true) {
         "cut all the same)",
         splits ? std::vector<std::int64_t>{0, 1, 2, 4, 8, 16, 32, 64}
                : std::vector<std::int64_t>{0},
-        0}},
+        0},
+       {"rows_adjacent",
+        "1: each invocation's register rows adjacent in the A tile (its reads of A may become "
+        "vector loads), 0: rows strided across the workgroup",
+        {0, 1},
+        d.rows_adjacent},
+       {"stages",
+        "shared-memory buffers: 1, load then multiply, two barriers per K step; 2, the next "
+        "step's tiles loaded while this one's are multiplied, one barrier",
+        {1, 2},
+        d.stages}},
       [wg_max, shared](const config& c) -> std::string {
         const kernels::contraction_tile t = tile_of(c);
         if (std::string why = t.why_not(); !why.empty()) return why;
         if (t.threads() > wg_max)
           return std::to_string(t.threads()) + " invocations per workgroup, the device has " +
                  std::to_string(wg_max);
-        const std::int64_t bytes =
-            std::int64_t(t.tk) * (t.tm + 1 + t.tn) * matmul_shared_per_element;
+        const std::int64_t bytes = std::int64_t(t.shared_words()) * matmul_shared_per_element;
         if (bytes > shared)
           return "tiles of " + std::to_string(bytes) +
                  " bytes of workgroup memory, the device has " + std::to_string(shared);
