@@ -101,22 +101,23 @@ std::pair<B, B> sin_cos(const B& r) {
           xsimd::fma(z * z, c, B(1) - B(0.5) * z)};
 }
 
+// sin x (shift 0), or cos x = sin(x + pi/2) (shift 1): the quadrant moved by one.
+template <class B>
+B sine(const B& x, int shift) {
+  const auto d = reduce(x);
+  const auto [s, c] = sin_cos(d.r);
+  B q = d.q + B(shift);
+  q = xsimd::select(q >= B(4), q - B(4), q);
+  const B v = xsimd::select(q == B(1) || q == B(3), c, s);
+  return finish(xsimd::select(q >= B(2), -v, v), d, x, shift);
+}
 template <class B>
 B sin(const B& x) {
-  const auto d = reduce(x);
-  const auto [s, c] = sin_cos(d.r);
-  const auto odd = d.q == B(1) || d.q == B(3);
-  const B v = xsimd::select(odd, c, s);
-  return finish(xsimd::select(d.q >= B(2), -v, v), d, x, 0);
+  return sine(x, 0);
 }
-
 template <class B>
 B cos(const B& x) {
-  const auto d = reduce(x);
-  const auto [s, c] = sin_cos(d.r);
-  const auto odd = d.q == B(1) || d.q == B(3);
-  const B v = xsimd::select(odd, s, c);
-  return finish(xsimd::select(d.q == B(1) || d.q == B(2), -v, v), d, x, 1);
+  return sine(x, 1);
 }
 
 // tan x = sin r / cos r in even quadrants, -cos r / sin r in odd ones.
