@@ -199,12 +199,17 @@ TEST_CASE("cuda: memory_stats counts the blocks kept after a free, empty_cache g
   INFO("start in use " << start.in_use << ", reserved " << start.reserved << "; after the free "
                        << kept.in_use << ", " << kept.reserved);
   CHECK(kept.in_use == start.in_use);
-  CHECK(kept.reserved >= start.reserved + 10 * mib); // kept for the next statement
+  // The freed block is kept for the next statement. (A GPU's pool reserves in chunks, and a
+  // chunk that still backs a live block is not given back: hence no exact figures there.)
+  CHECK(kept.reserved >= kept.in_use + 10 * mib);
   kiln::empty_cache(*dev);
   const auto emptied = kiln::memory_stats(*dev);
   INFO("after empty_cache " << emptied.in_use << ", " << emptied.reserved);
-  CHECK(emptied.reserved < kept.reserved);
-  CHECK(emptied.reserved <= emptied.in_use + 10 * mib);
+  CHECK(emptied.reserved <= kept.reserved);
+  if (cuda_test::on_cpu()) {
+    CHECK(emptied.reserved < kept.reserved);
+    CHECK(emptied.reserved <= emptied.in_use + 10 * mib);
+  }
 
   const char* size = std::getenv("KILN_CUDA_ON_CPU_POOL_BYTES");
   if (!cuda_test::on_cpu() || !size || !*size) return;
@@ -214,6 +219,8 @@ TEST_CASE("cuda: memory_stats counts the blocks kept after a free, empty_cache g
     const auto a = kiln::full<float>({40 * mib / 4}, 2.0f, *dev);
     kiln::synchronize(*dev);
   }
+  kiln::synchronize(*dev);
+  CHECK(kiln::memory_stats(*dev).reserved >= kiln::memory_stats(*dev).in_use + 40 * mib);
   // 40 MiB kept by the pool and 48 asked for: only after the pool gives its blocks back.
   std::vector<float> v(std::size_t(48 * mib / 4));
   for (std::size_t i = 0; i < v.size(); i += 4099)
