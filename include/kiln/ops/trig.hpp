@@ -35,9 +35,8 @@ reduced<B> reduce(const B& x) {
   // Each part of pi/2 has so few bits that n times it is exact; the tail of each stage
   // carries what the subtraction before it lost.
   B r = x - n * c::pio2_1<B>();
-  B w = n * c::pio2_1t<B>();
   B t = r;
-  w = n * c::pio2_2<B>();
+  B w = n * c::pio2_2<B>();
   r = t - w;
   w = n * c::pio2_2t<B>() - ((t - r) - w);
   t = r;
