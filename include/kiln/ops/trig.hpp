@@ -53,25 +53,6 @@ reduced<B> reduce(const B& x) {
   return {r, q, inside};
 }
 
-template <class B>
-[[gnu::noinline, gnu::cold]] B outside(const B& got, const typename B::batch_bool_type& inside,
-                                       const B& x, int which) {
-  using T = typename B::value_type;
-  return kiln::detail::scalar_lanes(
-      got, !inside,
-      [which](T v) { return which == 0   ? std::sin(v)
-                            : which == 1 ? std::cos(v)
-                                         : std::tan(v); },
-      x);
-}
-
-template <class B>
-B finish(const B& got, const reduced<B>& d, const B& x, int which) {
-  if (xsimd::all(d.inside)) [[likely]]
-    return got;
-  return outside(got, d.inside, x, which);
-}
-
 // sin r and cos r for |r| <= pi/4 (a little beyond after rounding).
 template <class B>
 std::pair<B, B> sin_cos(const B& r) {
@@ -108,7 +89,10 @@ B sine(const B& x, int shift) {
   B q = d.q + B(shift);
   q = xsimd::select(q >= B(4), q - B(4), q);
   const B v = xsimd::select(q == B(1) || q == B(3), c, s);
-  return finish(xsimd::select(q >= B(2), -v, v), d, x, shift);
+  // Lanes past the reduction's bound: the C library's (define.hpp's scalar_lanes).
+  return kiln::detail::scalar_lanes(
+      xsimd::select(q >= B(2), -v, v), !d.inside,
+      [shift](typename B::value_type e) { return shift ? std::cos(e) : std::sin(e); }, x);
 }
 template <class B>
 B sin(const B& x) {
@@ -125,7 +109,9 @@ B tan(const B& x) {
   const auto d = reduce(x);
   const auto [s, c] = sin_cos(d.r);
   const auto odd = d.q == B(1) || d.q == B(3);
-  return finish(xsimd::select(odd, -c / s, s / c), d, x, 2);
+  return kiln::detail::scalar_lanes(
+      xsimd::select(odd, -c / s, s / c), !d.inside,
+      [](typename B::value_type e) { return std::tan(e); }, x);
 }
 
 } // namespace kiln::ops::trig
