@@ -67,6 +67,34 @@ template <class Op, class... C>
 kiln::shape broadcast_children(const C&... children);
 }
 
+namespace detail {
+// A node's children: one base per child, so that child I is one cast away and a visit of
+// them is a fold. (A hana::tuple cost several small functions per visit and per child -
+// unpack, for_each, at, ebo - in every node type of every expression, and the optimizer
+// pays for each: a tenth of a gradient file's functions.)
+template <std::size_t I, class T>
+struct child_slot {
+  T value;
+};
+template <class Seq, class... C>
+struct child_pack;
+template <std::size_t... I, class... C>
+struct child_pack<std::index_sequence<I...>, C...> : child_slot<I, C>... {
+  template <class... X>
+  explicit child_pack(std::in_place_t, X&&... x) : child_slot<I, C>{std::forward<X>(x)}... {}
+};
+template <std::size_t I, class T>
+const T& slot_value(const child_slot<I, T>& s) noexcept {
+  return s.value;
+}
+} // namespace detail
+
+// Tags the constructor of a node whose shape is already known.
+struct known_shape_t {
+  explicit known_shape_t() = default;
+};
+inline constexpr known_shape_t known_shape{};
+
 // A node knows its broadcast shape from when it is built: a shape error is raised at the
 // op that causes it, as numpy does, not where the expression is later evaluated; and
 // evaluation reads the shape instead of folding the tree again.
@@ -74,14 +102,20 @@ template <class Op, class... Children>
 struct expr_node : expression_base<expr_node<Op, Children...>> {
   using op = Op;
   using value_type = typename Op::rule::template result<value_t<Children>...>;
-  using children_type = hana::tuple<Children...>;
+  using children_type = detail::child_pack<std::index_sequence_for<Children...>, Children...>;
   // Children built in place from the operands as given: one copy or move of each subtree
   // (a by-value constructor made two, and make_node a third), one constructor per node type.
   // The shape first, from the operands: nothing may throw once the union member is built.
   template <class... X>
   explicit expr_node(std::in_place_t, X&&... ch)
-      : s_{detail::broadcast_children<Op>(ch...), children_type(std::forward<X>(ch)...)} {}
-  expr_node(const expr_node& o) : s_(o.s_) {}
+      : s_{detail::broadcast_children<Op>(ch...),
+           children_type(std::in_place, std::forward<X>(ch)...)} {}
+  // A node rebuilt from another of the same shape (its children materialized): no checks.
+  template <class... X>
+  expr_node(known_shape_t, const kiln::shape& s, X&&... ch)
+      : s_{s, children_type(std::in_place, std::forward<X>(ch)...)} {}
+  KILN_STATEMENT expr_node(const expr_node& o) : s_(o.s_) {}
+  KILN_STATEMENT
   expr_node(expr_node&& o) noexcept(std::is_nothrow_move_constructible_v<children_type>)
       : s_(std::move(o.s_)) {}
   expr_node& operator=(const expr_node& o) {
@@ -94,10 +128,30 @@ struct expr_node : expression_base<expr_node<Op, Children...>> {
   }
   KILN_STATEMENT ~expr_node() { s_.~state(); }
 
-  const children_type& children() const noexcept { return s_.children; }
   const kiln::shape& out_shape() const noexcept { return s_.out_shape; }
+  // Child I; f(children...); f(child) for each child in order.
+  template <std::size_t I>
+  const auto& child() const noexcept {
+    return detail::slot_value<I>(s_.children);
+  }
+  template <class F>
+  decltype(auto) apply(F&& f) const {
+    return apply_(f, std::index_sequence_for<Children...>{});
+  }
+  template <class F>
+  void each_child(F&& f) const {
+    each_(f, std::index_sequence_for<Children...>{});
+  }
 
 private:
+  template <class F, std::size_t... I>
+  decltype(auto) apply_(F& f, std::index_sequence<I...>) const {
+    return f(detail::slot_value<I>(s_.children)...);
+  }
+  template <class F, std::size_t... I>
+  void each_(F& f, std::index_sequence<I...>) const {
+    (f(detail::slot_value<I>(s_.children)), ...);
+  }
   struct state {
     kiln::shape out_shape;
     children_type children;

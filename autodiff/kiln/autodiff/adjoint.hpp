@@ -104,9 +104,8 @@ auto backprop(const expr_node<Op, C...>& n, const G& g, const kiln::shape& full,
                 std::is_same_v<typename Op::derivative, zero_gradient>) {
     return hana::make_tuple();
   } else {
-    const auto adj = hana::unpack(n.children(), [&](const auto&... c) {
-      return Op::derivative::template vjp<toolkit>(g, c...);
-    });
+    const auto adj =
+        n.apply([&](const auto&... c) { return Op::derivative::template vjp<toolkit>(g, c...); });
     static_assert(decltype(hana::length(adj))::value == sizeof...(C),
                   "kiln: a derivative rule must give one adjoint per operand");
     return children_backprop(n, adj, g, full, alive, std::index_sequence_for<C...>{});
@@ -323,7 +322,7 @@ template <class N, class Adj, class G, std::size_t... I>
 auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& full, bool alive,
                        std::index_sequence<I...>) {
   auto one = [&](auto i) {
-    const auto& child = hana::at(n.children(), i);
+    const auto& child = n.template child<decltype(i)::value>();
     const auto& a = hana::at(adj, i);
     using Child = std::remove_cvref_t<decltype(child)>;
     if constexpr (is_zero<decltype(a)> || !has_tensor<Child>)

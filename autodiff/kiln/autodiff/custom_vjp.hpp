@@ -46,7 +46,7 @@ void visit_devices(const custom_vjp_node<Rule, Fwd, Args...>& n, F&& f) {
   visit_devices(n.fwd, f);
 }
 template <class Rule, class Fwd, class... Args>
-auto materialize(const custom_vjp_node<Rule, Fwd, Args...>& n) {
+decltype(auto) materialize(const custom_vjp_node<Rule, Fwd, Args...>& n) {
   return materialize(n.fwd);
 }
 template <class Rule, class Fwd, class... Args>

@@ -64,7 +64,7 @@ scalar_expr<T> rebind_scalar(const scalar_expr<T>& s) {
 }
 template <class Op, class... C>
 auto rebind_scalar(const expr_node<Op, C...>& n) {
-  return hana::unpack(n.children(), [](const auto&... c) {
+  return n.apply([](const auto&... c) {
     return expr_node<Op, std::remove_cvref_t<decltype(rebind_scalar(c))>...>(std::in_place,
                                                                              rebind_scalar(c)...);
   });
@@ -97,7 +97,7 @@ auto materialize_off(const einsum_node<A, B>& n) {
 }
 template <class Op, class... C>
 auto materialize_off(const expr_node<Op, C...>& n) {
-  return hana::unpack(n.children(), [](const auto&... c) {
+  return n.apply([](const auto&... c) {
     return expr_node<Op, std::remove_cvref_t<decltype(materialize_off(c))>...>(
         std::in_place, materialize_off(c)...);
   });

@@ -204,7 +204,7 @@ private:
 // materialize (eval/assign.hpp) with the top-level products deferred into ctx. Every
 // overload gives the type materialize gives.
 template <class N>
-auto materialize_top(const N& n, product_context&) {
+decltype(auto) materialize_top(const N& n, product_context&) {
   return materialize(n); // a reduction or another node: as always
 }
 template <element T>
@@ -216,7 +216,13 @@ const scalar_expr<T>& materialize_top(const scalar_expr<T>& s, product_context&)
   return s;
 }
 template <class Op, class... C>
-auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx);
+requires plain_tree<expr_node<Op, C...>>
+const expr_node<Op, C...>& materialize_top(const expr_node<Op, C...>& n, product_context&) {
+  return n;
+}
+template <class Op, class... C>
+requires(!plain_tree<expr_node<Op, C...>>) auto materialize_top(const expr_node<Op, C...>& n,
+                                                                product_context& ctx);
 // The result (of shape `result`: c.out's elements in their order) of the product of a and b
 // as c reads them, in the statement's products ctx: computed now (or, with `defer`, when the
 // statement runs it), shared by every occurrence of the same product.
@@ -279,10 +285,11 @@ auto materialize_top(const matmul_node<A, B>& n, product_context& ctx) {
   return product_result(n, &ctx, true);
 }
 template <class Op, class... C>
-auto materialize_top(const expr_node<Op, C...>& n, product_context& ctx) {
-  return hana::unpack(n.children(), [&](const auto&... c) {
+requires(!plain_tree<expr_node<Op, C...>>) auto materialize_top(const expr_node<Op, C...>& n,
+                                                                product_context& ctx) {
+  return n.apply([&](const auto&... c) {
     return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(
-        std::in_place, materialize_top(c, ctx)...);
+        known_shape, n.out_shape(), materialize_top(c, ctx)...);
   });
 }
 

@@ -73,11 +73,17 @@ template <element T>
 const scalar_expr<T>& materialize(const scalar_expr<T>& s) {
   return s;
 }
+// A subtree with nothing to compute is itself (no copy: a gradient's adjoint trees repeat the
+// forward tree's subtrees many times over, and rebuilding each was most of their code); a
+// rebuilt node keeps its shape, which computing a reduction does not change.
 template <class Op, class... C>
-auto materialize(const expr_node<Op, C...>& n) {
-  return hana::unpack(n.children(), [](const auto&... c) {
-    return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(std::in_place,
-                                                                           materialize(c)...);
+requires detail::plain_tree<expr_node<Op, C...>>
+const expr_node<Op, C...>& materialize(const expr_node<Op, C...>& n) { return n; }
+template <class Op, class... C>
+requires(!detail::plain_tree<expr_node<Op, C...>>) auto materialize(const expr_node<Op, C...>& n) {
+  return n.apply([&](const auto&... c) {
+    return expr_node<Op, std::remove_cvref_t<decltype(materialize(c))>...>(
+        known_shape, n.out_shape(), materialize(c)...);
   });
 }
 
@@ -91,28 +97,41 @@ template <element T, class F>
 void visit_devices(const scalar_expr<T>&, F&&) {}
 template <class Op, class... C, class F>
 void visit_devices(const expr_node<Op, C...>& n, F&& f) {
-  hana::for_each(n.children(), [&](const auto& c) { visit_devices(c, f); });
+  n.each_child([&](const auto& c) { visit_devices(c, f); });
 }
 
 namespace detail {
 
+// What visit_devices hands each leaf's device to, the same type from every caller, so that
+// a tree's visit is one function per node type (a lambda per caller made one per caller).
+struct device_visit {
+  kiln::device* first = nullptr;       // device_of: where the first leaf's device goes
+  const kiln::device* where = nullptr; // check_devices: where every leaf must be
+  const char* op = nullptr;
+  bool seen = false;
+  void operator()(const kiln::device& x) {
+    if (where != nullptr) {
+      if (x != *where) refuse_mixed_devices(op, *where, x);
+    } else if (!seen) {
+      *first = x;
+      seen = true;
+    }
+  }
+};
+
 template <class E>
 kiln::device device_of(const E& e) {
   kiln::device d;
-  bool first = true;
-  visit_devices(e, [&](const kiln::device& x) {
-    if (first) d = x;
-    first = false;
-  });
+  device_visit v{.first = &d};
+  visit_devices(e, v);
   return d;
 }
 
 // Every leaf of e must live on `where`, the device of the target (or of the first leaf).
 template <class E>
 void check_devices(const E& e, const kiln::device& where, const char* op) {
-  visit_devices(e, [&](const kiln::device& x) {
-    if (x != where) refuse_mixed_devices(op, where, x);
-  });
+  device_visit v{.where = &where, .op = op};
+  visit_devices(e, v);
 }
 
 // A pass on a GPU device (eval/device_pass.hpp, included at the end): outputs of one shape on

@@ -105,7 +105,7 @@ void flatten(const scalar_expr<T>& s, flat_leaf*&, flat_scalar*& scalars) {
 }
 template <class Op, class... C>
 void flatten(const expr_node<Op, C...>& n, flat_leaf*& leaves, flat_scalar*& scalars) {
-  hana::for_each(n.children(), [&](const auto& c) { flatten(c, leaves, scalars); });
+  n.each_child([&](const auto& c) { flatten(c, leaves, scalars); });
 }
 
 // The flat form of the expressions of a pass, one after another; it points into them,

@@ -239,7 +239,7 @@ template <element T, class F>
 void for_each_leaf(const scalar_expr<T>&, F&&) {}
 template <class Op, class... C, class F>
 void for_each_leaf(const expr_node<Op, C...>& n, F&& f) {
-  hana::for_each(n.children(), [&](const auto& c) { for_each_leaf(c, f); });
+  n.each_child([&](const auto& c) { for_each_leaf(c, f); });
 }
 
 // Builds the reader tree; strides come from `next()`, called once per tensor leaf in
@@ -258,7 +258,7 @@ template <class Op, class... C, class Next>
 auto make_reader(const expr_node<Op, C...>& n, Next& next) {
   // Children in order: hana::unpack evaluates its arguments left to right here because
   // each is built in a braced list.
-  return hana::unpack(n.children(), [&](const auto&... c) {
+  return n.apply([&](const auto&... c) {
     return op_reader<Op, decltype(make_reader(c, next))...>{
         hana::tuple<decltype(make_reader(c, next))...>{make_reader(c, next)...}};
   });
