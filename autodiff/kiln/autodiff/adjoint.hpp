@@ -333,23 +333,53 @@ auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& 
   return hana::flatten(hana::make_tuple(one(hana::size_c<I>)...));
 }
 
+// Which records have a leaf of type tensor<T>, by position: the routes are built from the
+// records straight (a filtered copy of them first cost a copy of every adjoint tree).
+template <element T, class Records>
+struct leaves_of {
+  static constexpr std::size_t size = decltype(hana::length(std::declval<Records>()))::value;
+  template <std::size_t I>
+  static constexpr bool is_mine = std::is_same_v<
+      decltype(std::remove_cvref_t<decltype(hana::at_c<I>(std::declval<const Records&>()))>::leaf),
+      tensor<T>>;
+  static constexpr auto count = [] {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (std::size_t(0) + ... + std::size_t(is_mine<I>));
+    }
+    (std::make_index_sequence<size>{});
+  }();
+  static constexpr auto index = [] {
+    std::array<std::size_t, count> r{};
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      std::size_t k = 0;
+      ((is_mine<I> ? void(r[k++] = I) : void()), ...);
+    }
+    (std::make_index_sequence<size>{});
+    return r;
+  }();
+};
+
 // The adjoint of `wrt` from the records: the sum of a route per occurrence of its type,
 // or zeros of its shape when none can be it.
 template <element T, class Records>
 auto collect(const Records& recs, const tensor<T>& wrt) {
-  auto mine = hana::filter(recs, [](const auto& r) {
-    using Rec = std::remove_cvref_t<decltype(r)>;
-    return hana::bool_c<std::is_same_v<decltype(Rec::leaf), tensor<T>>>;
-  });
-  if constexpr (decltype(hana::length(mine))::value == 0) {
+  using mine = leaves_of<T, Records>;
+  if constexpr (mine::count == 0) {
     return scalar_zero<T>(wrt.device()).broadcast_to(wrt.shape());
   } else {
-    return hana::unpack(mine, [&](const auto&... r) {
-      return adjoint_node<direction::to_wrt, T, std::remove_cvref_t<decltype(r.g)>...>(
-          hana::make_tuple(route<std::remove_cvref_t<decltype(r.g)>, T>{
-              r.g, r.leaf, r.full, classify(r.leaf, r.full, wrt, r.alive)}...),
+    return [&]<std::size_t... J>(std::index_sequence<J...>) {
+      return adjoint_node<direction::to_wrt, T,
+                          std::remove_cvref_t<decltype(hana::at_c<mine::index[J]>(recs).g)>...>(
+          hana::make_tuple(
+              route<std::remove_cvref_t<decltype(hana::at_c<mine::index[J]>(recs).g)>, T>{
+                  hana::at_c<mine::index[J]>(recs).g, hana::at_c<mine::index[J]>(recs).leaf,
+                  hana::at_c<mine::index[J]>(recs).full,
+                  classify(hana::at_c<mine::index[J]>(recs).leaf,
+                           hana::at_c<mine::index[J]>(recs).full, wrt,
+                           hana::at_c<mine::index[J]>(recs).alive)}...),
           wrt);
-    });
+    }
+    (std::make_index_sequence<mine::count>{});
   }
 }
 

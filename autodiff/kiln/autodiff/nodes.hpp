@@ -52,30 +52,13 @@ tensor<T> scalar_zero(const kiln::device& dev) {
   return t;
 }
 
-// The same expression with every tensor leaf replaced by a rank-0 zero: its type is
-// unchanged and its shape is {}, so a switched-off term can sit in a sum of any shape.
-template <element T>
-tensor<T> rebind_scalar(const tensor<T>& t) {
-  return scalar_zero<T>(t.device());
-}
-template <element T>
-scalar_expr<T> rebind_scalar(const scalar_expr<T>& s) {
-  return s;
-}
-template <class Op, class... C>
-auto rebind_scalar(const expr_node<Op, C...>& n) {
-  return n.apply([](const auto&... c) {
-    return expr_node<Op, std::remove_cvref_t<decltype(rebind_scalar(c))>...>(std::in_place,
-                                                                             rebind_scalar(c)...);
-  });
-}
-
 // What materialize(e) would give for a switched-off term, without computing anything:
 // the same type, every tensor (and every reduction or adjoint that would have become one)
-// a rank-0 zero. A route that is not its tensor costs no reduction and no pass.
+// a rank-0 zero, so its shape is {} and it can sit in a sum of any shape. A route that is
+// not its tensor costs no reduction and no pass.
 template <element T>
 tensor<T> materialize_off(const tensor<T>& t) {
-  return rebind_scalar(t);
+  return scalar_zero<T>(t.device());
 }
 template <element T>
 scalar_expr<T> materialize_off(const scalar_expr<T>& s) {
@@ -207,27 +190,26 @@ auto balanced_sum(const Terms& t) {
     return balanced_sum<Lo, (Lo + Hi) / 2>(t) + balanced_sum<(Lo + Hi) / 2, Hi>(t);
 }
 
-// sum_k gate(m_k, on_k) + gate(z, z_on), with the leaves of switched-off terms rebound to
-// rank-0 zeros; z holds what the scattered routes add (z_on: there are some). Every case
-// of every route has this one type, so the adjoint is lowered and compiled once (and its
-// scattered parts below reuse that same kernel). A switched-off gate reads nothing: on the
-// host it costs a mask test, and its rank-0 leaves do not make the pass strided.
+// sum_k gate(on_k ? m_k : off_k, on_k) + gate(z, z_on), off_k being m_k with its leaves
+// rank-0 zeros (materialize_off, computed once per route); z holds what the scattered routes
+// add (z_on: there are some). Every case of every route has this one type, so the adjoint is
+// lowered and compiled once (and its scattered parts below reuse that same kernel). A
+// switched-off gate reads nothing: on the host it costs a mask test, and its rank-0 leaves
+// do not make the pass strided.
 template <class R, class Ms, std::size_t... K>
-auto gated_sum(const Ms& ms, const std::array<bool, sizeof...(K)>& on, const tensor<R>& z,
-               bool z_on, std::index_sequence<K...>) {
+auto gated_sum(const Ms& ms, const Ms& offs, const std::array<bool, sizeof...(K)>& on,
+               const tensor<R>& z, bool z_on, std::index_sequence<K...>) {
   auto term = [&](auto k) {
-    const auto& m = hana::at(ms, k);
+    const auto& m = on[k] ? hana::at(ms, k) : hana::at(offs, k);
     using M = std::remove_cvref_t<decltype(m)>;
     using V = value_t<M>;
-    using gated = expr_node<ops::gate, M, scalar_expr<V>>;
-    return on[k] ? gated(std::in_place, m, scalar_expr<V>(V(1)))
-                 : gated(std::in_place, rebind_scalar(m), scalar_expr<V>(V(0)));
+    return expr_node<ops::gate, M, scalar_expr<V>>(std::in_place, m,
+                                                   scalar_expr<V>(on[k] ? V(1) : V(0)));
   };
   using gated_z = expr_node<ops::gate, tensor<R>, scalar_expr<R>>;
-  const auto terms =
-      hana::make_tuple(term(hana::size_c<K>)...,
-                       z_on ? gated_z(std::in_place, z, scalar_expr<R>(R(1)))
-                            : gated_z(std::in_place, rebind_scalar(z), scalar_expr<R>(R(0))));
+  const auto terms = hana::make_tuple(
+      term(hana::size_c<K>)...,
+      gated_z(std::in_place, z_on ? z : materialize_off(z), scalar_expr<R>(z_on ? R(1) : R(0))));
   return balanced_sum<0, sizeof...(K) + 1>(terms);
 }
 
@@ -242,6 +224,23 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
     return r.kind == route_kind::none ? M(materialize_off(r.g))
                                       : detail::evaluate_leaf_copy(materialize(r.g));
   });
+  const auto offs = hana::transform(n.routes, [](const auto& r) {
+    using M = std::remove_cvref_t<decltype(materialize(r.g))>;
+    return M(materialize_off(r.g));
+  });
+  // What the loop below needs of each route, none of it typed by the route: the loop is
+  // then one piece of code, not one per route.
+  std::array<route_kind, N> kinds{};
+  std::array<const kiln::shape*, N> fulls{};
+  std::array<const layout*, N> leaf_layouts{};
+  {
+    std::size_t k = 0;
+    hana::for_each(n.routes, [&](const auto& r) {
+      kinds[k] = r.kind;
+      fulls[k] = &r.full;
+      leaf_layouts[k++] = &r.leaf.layout();
+    });
+  }
   const kiln::device dev = n.wrt.device();
   const tensor<R> zero = scalar_zero<R>(dev);
   std::shared_ptr<kiln::storage> st; // the scattered routes' sum, once there is one
@@ -250,34 +249,31 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
   // rank-0 wrt did, and every later unused gradient read the last adjoint).
   layout zl;
   std::array<bool, N> on{};
-  std::size_t k = 0;
-  hana::for_each(n.routes, [&](const auto& r) {
-    on[k] = r.kind == route_kind::fused;
-    if (r.kind == route_kind::scattered) {
-      std::array<bool, N> only{};
-      only[k] = true;
-      const auto e = gated_sum<R>(ms, only, zero, false, std::make_index_sequence<N>{});
-      if (!st) st = zeroed_like(n.wrt);
-      if constexpr (Dir == direction::to_wrt) {
-        // Sum the broadcast dims, then add through the leaf's layout into storage that the
-        // wrt's layout reads back: the adjoint lands on the elements the leaf saw (and
-        // several scattered routes add up there).
-        layout l;
-        const tensor<R> u = unbroadcast(evaluate_as(e, r.full, dev), r.leaf.layout(), l);
-        const tensor<R> into(st, l);
-        detail::assign(into, into + u);
-        zl = n.wrt.layout();
-      } else {
-        // The transpose: the wrt-shaped adjoint written into the wrt's elements, read back
-        // through the leaf's layout (and broadcast by the evaluator to `full`).
-        detail::assign(tensor<R>(st, n.wrt.layout()), e);
-        zl = r.leaf.layout();
-      }
+  for (std::size_t k = 0; k < N; ++k) {
+    on[k] = kinds[k] == route_kind::fused;
+    if (kinds[k] != route_kind::scattered) continue;
+    std::array<bool, N> only{};
+    only[k] = true;
+    const auto e = gated_sum<R>(ms, offs, only, zero, false, std::make_index_sequence<N>{});
+    if (!st) st = zeroed_like(n.wrt);
+    if constexpr (Dir == direction::to_wrt) {
+      // Sum the broadcast dims, then add through the leaf's layout into storage that the
+      // wrt's layout reads back: the adjoint lands on the elements the leaf saw (and
+      // several scattered routes add up there).
+      layout l;
+      const tensor<R> u = unbroadcast(evaluate_as(e, *fulls[k], dev), *leaf_layouts[k], l);
+      const tensor<R> into(st, l);
+      detail::assign(into, into + u);
+      zl = n.wrt.layout();
+    } else {
+      // The transpose: the wrt-shaped adjoint written into the wrt's elements, read back
+      // through the leaf's layout (and broadcast by the evaluator to `full`).
+      detail::assign(tensor<R>(st, n.wrt.layout()), e);
+      zl = *leaf_layouts[k];
     }
-    ++k;
-  });
+  }
   const tensor<R> z = st ? tensor<R>(st, zl) : zero;
-  return gated_sum<R>(ms, on, z, bool(st), std::make_index_sequence<N>{});
+  return gated_sum<R>(ms, offs, on, z, bool(st), std::make_index_sequence<N>{});
 }
 
 // A reduction's adjoint g viewed with the folded axes back as extent 1. g has shape
@@ -365,7 +361,7 @@ auto materialize_off(const adjoint_node<Dir, T, G...>& n) {
   using R = value_t<adjoint_node<Dir, T, G...>>;
   constexpr std::size_t N = sizeof...(G);
   const auto ms = hana::transform(n.routes, [](const auto& r) { return materialize_off(r.g); });
-  return gated_sum<R>(ms, std::array<bool, N>{}, scalar_zero<R>(n.wrt.device()), false,
+  return gated_sum<R>(ms, ms, std::array<bool, N>{}, scalar_zero<R>(n.wrt.device()), false,
                       std::make_index_sequence<N>{});
 }
 
