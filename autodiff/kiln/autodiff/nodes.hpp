@@ -80,9 +80,10 @@ auto materialize_off(const einsum_node<A, B>& n) {
 }
 template <class Op, class... C>
 auto materialize_off(const expr_node<Op, C...>& n) {
+  // Every leaf of a switched-off tree is rank 0, so is every node: no shape to work out.
   return n.apply([](const auto&... c) {
     return expr_node<Op, std::remove_cvref_t<decltype(materialize_off(c))>...>(
-        std::in_place, materialize_off(c)...);
+        known_shape, kiln::shape{}, materialize_off(c)...);
   });
 }
 
