@@ -24,9 +24,10 @@
 # host and in f32 on the host and on the first GPU device) written in ONE function, against
 # the same blocks each in a function of its own, for N = 5, 10, 20, 40 (--sizes "..."), at
 # -O2 and at -O3; and a file of 40 small random gradients of three tensors in one function
-# (-O3), checked against finite differences, and the same without the checks. Each is compiled and linked once (the one-function and split programs of a size at
-# the same time, one per core); CPU s (user + sys) and peak memory (GNU time's maximum
-# resident set) are reported, with the ratio one function / split. Every program is run: the
+# (-O3), checked against finite differences, and the same without the checks (their
+# checksums must agree). Each is compiled and linked once (the one-function and split
+# programs of a size at the same time, one per core); CPU s (user + sys) and peak memory (GNU
+# time's maximum resident set) are reported, with the ratio one function / split. Every program is run: the
 # f32 results must agree with the f64 ones, the gradients with finite differences. About 15
 # CPU minutes with g++ on the 2-core test machine (8 of wall time).
 #

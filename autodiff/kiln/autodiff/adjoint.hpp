@@ -367,17 +367,14 @@ auto collect(const Records& recs, const tensor<T>& wrt) {
   if constexpr (mine::count == 0) {
     return scalar_zero<T>(wrt.device()).broadcast_to(wrt.shape());
   } else {
+    auto route_of = [&](const auto& r) {
+      return route<std::remove_cvref_t<decltype(r.g)>, T>{r.g, r.leaf, r.full,
+                                                          classify(r.leaf, r.full, wrt, r.alive)};
+    };
     return [&]<std::size_t... J>(std::index_sequence<J...>) {
       return adjoint_node<direction::to_wrt, T,
                           std::remove_cvref_t<decltype(hana::at_c<mine::index[J]>(recs).g)>...>(
-          hana::make_tuple(
-              route<std::remove_cvref_t<decltype(hana::at_c<mine::index[J]>(recs).g)>, T>{
-                  hana::at_c<mine::index[J]>(recs).g, hana::at_c<mine::index[J]>(recs).leaf,
-                  hana::at_c<mine::index[J]>(recs).full,
-                  classify(hana::at_c<mine::index[J]>(recs).leaf,
-                           hana::at_c<mine::index[J]>(recs).full, wrt,
-                           hana::at_c<mine::index[J]>(recs).alive)}...),
-          wrt);
+          hana::make_tuple(route_of(hana::at_c<mine::index[J]>(recs))...), wrt);
     }
     (std::make_index_sequence<mine::count>{});
   }

@@ -16,6 +16,7 @@
 
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/transform.hpp>
+#include <boost/hana/zip_with.hpp>
 
 #include <array>
 #include <map>
@@ -220,15 +221,16 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
   constexpr std::size_t N = sizeof...(G);
   static_assert(Dir == direction::to_wrt || N == 1,
                 "kiln: internal: a transposed adjoint carries one route");
-  const auto ms = hana::transform(n.routes, [](const auto& r) {
-    using M = std::remove_cvref_t<decltype(materialize(r.g))>;
-    return r.kind == route_kind::none ? M(materialize_off(r.g))
-                                      : detail::evaluate_leaf_copy(materialize(r.g));
-  });
   const auto offs = hana::transform(n.routes, [](const auto& r) {
     using M = std::remove_cvref_t<decltype(materialize(r.g))>;
     return M(materialize_off(r.g));
   });
+  // (A route that is not its tensor is never switched on: its off form stands in.)
+  const auto ms = hana::zip_with(
+      [](const auto& r, const auto& off) {
+        return r.kind == route_kind::none ? off : detail::evaluate_leaf_copy(materialize(r.g));
+      },
+      n.routes, offs);
   // What the loop below needs of each route, none of it typed by the route: the loop is
   // then one piece of code, not one per route.
   std::array<route_kind, N> kinds{};
