@@ -266,3 +266,47 @@ TEST_CASE("reductions reject bad axes and empty extremes", "[reduce][errors]") {
   CHECK(kiln::sum(empty).item() == 0.0f);
   CHECK(kiln::sum(empty, 0).to_vector() == std::vector<float>{0, 0, 0});
 }
+
+// fn(x), fn(x, axis) and fn(x, axes) are separate overloads (the first two build their axes
+// inside the call): each spelling must still fold the axes it names, `{}` everything and
+// `{1}` axis 1, with keepdims where given.
+TEST_CASE("every spelling of a reduction's axes folds the axes it names", "[reduce]") {
+  auto g = rng();
+  for (int round = 0; round < 20; ++round) {
+    kiln::shape s;
+    for (int d = 0; d < 3; ++d)
+      s.push_back(std::uniform_int_distribution<int>(1, 6)(g));
+    const auto x = kiln::random::normal<double>(s, g());
+    std::vector<double> v(x.data(), x.data() + x.size());
+    const auto ref = [&](std::vector<bool> mask, bool keep) {
+      kiln::shape out;
+      auto r = ref_reduce<double>(
+          v, s, mask, 0.0, [](double a, double b, std::int64_t) { return a + b; }, out);
+      return std::pair{keep ? keep_shape(s, mask) : out, r};
+    };
+    const auto check = [&](const kiln::tensor<double>& got,
+                           std::pair<kiln::shape, std::vector<double>> want, const char* spelling) {
+      INFO(spelling << " over shape " << s.str());
+      REQUIRE(got.shape() == want.first);
+      const auto gv = got.to_vector();
+      for (std::size_t i = 0; i < gv.size(); ++i)
+        CHECK(gv[i] == Approx(want.second[i]).epsilon(1e-12).margin(1e-12));
+    };
+    const std::vector<bool> all(3, true), mid{false, true, false}, last{false, false, true};
+    check(kiln::sum(x), ref(all, false), "sum(x)");
+    check(kiln::sum(x, {}), ref(all, false), "sum(x, {})");
+    check(kiln::sum(x, {}, true), ref(all, true), "sum(x, {}, true)");
+    check(kiln::sum(x * 1.0), ref(all, false), "sum(expression)");
+    check(kiln::sum(x, 1), ref(mid, false), "sum(x, 1)");
+    check(kiln::sum(x, {1}), ref(mid, false), "sum(x, {1})");
+    check(kiln::sum(x, std::int64_t{-1}, true), ref(last, true), "sum(x, int64 -1, true)");
+    check(kiln::sum(x, short(2)), ref(last, false), "sum(x, short 2)");
+    check(kiln::sum(x, {0, 2}), ref({true, false, true}, false), "sum(x, {0, 2})");
+    check(kiln::sum(x, kiln::axes(1), true), ref(mid, true), "sum(x, axes(1), true)");
+    const kiln::axes named{2, 0};
+    check(kiln::sum(x, named), ref({true, false, true}, false), "sum(x, named axes)");
+  }
+  // An axis that is out of range is an error through the integer overload too.
+  const auto t = kiln::zeros<float>({2, 3});
+  CHECK_THROWS_WITH(kiln::sum(t, 5u).eval(), Catch::Contains("sum"));
+}
