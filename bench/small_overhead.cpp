@@ -1,8 +1,8 @@
 // Host cost of a cached evaluation on a tiny tensor: `z = a * b + c` at 16 f32 elements,
-// in ns per statement (building the expression nodes, checking shapes, devices and
-// aliasing, and the one fused pass). At 16 elements the arithmetic is a few ns, so this
-// is the per-statement overhead that checks added at node build (issue 11, point 5) would
-// show up in.
+// and a reduction read back, `s = sum(a * b, 0).item()`, in ns per statement (building the
+// expression nodes, checking shapes, devices and aliasing, and the one fused pass). At 16 elements
+// the arithmetic is a few ns, so this is the per-statement overhead that checks added at node build
+// (issue 11, point 5) would show up in.
 //
 // Method: 2000 warm-up statements, then `rounds` rounds of `reps` statements each timed
 // with steady_clock; the figure is the median of the per-round means (also min and max).
@@ -12,7 +12,9 @@
 #include <kiln/kiln.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -27,24 +29,43 @@ int main(int argc, char** argv) {
   kiln::tensor<float> z = kiln::zeros<float>({16}, host);
   for (int i = 0; i < 2000; ++i)
     z = a * b + c;
-  std::vector<double> ns;
-  for (int r = 0; r < rounds; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i)
-      z = a * b + c;
-    const auto t1 = std::chrono::steady_clock::now();
-    ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / reps);
-  }
-  // The result must be right, or the figure means nothing.
+  // The median, min and max of `rounds` rounds' mean ns per statement.
+  const auto time = [&](auto&& statement) {
+    std::vector<double> ns;
+    for (int r = 0; r < rounds; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i)
+        statement();
+      const auto t1 = std::chrono::steady_clock::now();
+      ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / reps);
+    }
+    std::sort(ns.begin(), ns.end());
+    return std::array<double, 3>{ns[ns.size() / 2], ns.front(), ns.back()};
+  };
+  const auto t = time([&] { z = a * b + c; });
+  // A reduction statement read back on the host: the node, its axis, the fused pass, item().
+  double s = 0;
+  for (int i = 0; i < 2000; ++i)
+    s = kiln::sum(a * b, 0).item();
+  const auto tr = time([&] { s = kiln::sum(a * b, 0).item(); });
+  // The results must be right, or the figures mean nothing.
   const auto av = a.to_vector(), bv = b.to_vector(), cv = c.to_vector(), zv = z.to_vector();
-  for (std::size_t i = 0; i < zv.size(); ++i)
+  double want = 0;
+  for (std::size_t i = 0; i < zv.size(); ++i) {
     if (zv[i] != av[i] * bv[i] + cv[i] && std::abs(zv[i] - (av[i] * bv[i] + cv[i])) > 1e-6f) {
       std::fprintf(stderr, "wrong result at %zu\n", i);
       return 1;
     }
-  std::sort(ns.begin(), ns.end());
+    want += double(av[i]) * double(bv[i]);
+  }
+  if (!(std::abs(s - want) <= 1e-5 * (1 + std::abs(want)))) {
+    std::fprintf(stderr, "wrong sum %.9g, want %.9g\n", s, want);
+    return 1;
+  }
   std::printf("z = a * b + c, 16 f32: median %.1f ns/statement (min %.1f, max %.1f; %d rounds "
               "of %d)\n",
-              ns[ns.size() / 2], ns.front(), ns.back(), rounds, reps);
+              t[0], t[1], t[2], rounds, reps);
+  std::printf("s = sum(a * b, 0).item(), 16 f32: median %.1f ns/statement (min %.1f, max %.1f)\n",
+              tr[0], tr[1], tr[2]);
   return 0;
 }

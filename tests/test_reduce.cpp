@@ -267,9 +267,8 @@ TEST_CASE("reductions reject bad axes and empty extremes", "[reduce][errors]") {
   CHECK(kiln::sum(empty, 0).to_vector() == std::vector<float>{0, 0, 0});
 }
 
-// fn(x), fn(x, axis) and fn(x, axes) are separate overloads (the first two build their axes
-// inside the call): each spelling must still fold the axes it names, `{}` everything and
-// `{1}` axis 1, with keepdims where given.
+// A reduction's axes are written many ways: left out, `{}`, an integer of any type, `{1}`, a
+// list, an axes object. Each must fold the axes it names, with keepdims where given.
 TEST_CASE("every spelling of a reduction's axes folds the axes it names", "[reduce]") {
   auto g = rng();
   for (int round = 0; round < 20; ++round) {
@@ -306,7 +305,7 @@ TEST_CASE("every spelling of a reduction's axes folds the axes it names", "[redu
     const kiln::axes named{2, 0};
     check(kiln::sum(x, named), ref({true, false, true}, false), "sum(x, named axes)");
   }
-  // An axis that is out of range is an error through the integer overload too.
+  // An axis out of range, given as an unsigned integer, is an error too.
   const auto t = kiln::zeros<float>({2, 3});
   CHECK_THROWS_WITH(kiln::sum(t, 5u).eval(), Catch::Contains("sum"));
 }

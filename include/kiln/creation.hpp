@@ -11,9 +11,7 @@ namespace kiln {
 
 // Every creation function places its tensor on `dev`; left out, that is default_device():
 // KILN_DEVICE if set, else the host (backend.hpp). Shapes are checked (negative extents,
-// sizes past int64) and errors name the function. `dev` is taken by value (8 bytes, in a
-// register): a `const device&` bound to the default made a temporary in every caller, which
-// g++'s points-to analysis of a function of many statements pays for.
+// sizes past int64) and errors name the function.
 
 namespace detail {
 // t (made on the host) moved to dev, a failure there reported as `op`.
@@ -35,12 +33,12 @@ tensor<T> filled(const shape& s, T value, const device& dev, const char* op) {
 } // namespace detail
 
 template <element T>
-tensor<T> empty(const shape& s, device dev = default_device()) {
+tensor<T> empty(const shape& s, const device& dev = default_device()) {
   return tensor<T>(s, dev, "empty");
 }
 
 template <element T>
-tensor<T> from(std::span<const T> data, const shape& s, device dev = default_device()) {
+tensor<T> from(std::span<const T> data, const shape& s, const device& dev = default_device()) {
   const std::int64_t n = checked_numel(s, "from", sizeof(T));
   if (static_cast<std::int64_t>(data.size()) != n)
     throw error("from", "data size does not match the shape",
@@ -51,40 +49,41 @@ tensor<T> from(std::span<const T> data, const shape& s, device dev = default_dev
   return detail::moved(t, dev, "from");
 }
 template <element T>
-tensor<T> from(const std::vector<T>& data, const shape& s, device dev = default_device()) {
+tensor<T> from(const std::vector<T>& data, const shape& s, const device& dev = default_device()) {
   return from(std::span<const T>(data), s, dev);
 }
 template <element T>
-tensor<T> from(std::initializer_list<T> data, const shape& s, device dev = default_device()) {
+tensor<T> from(std::initializer_list<T> data, const shape& s,
+               const device& dev = default_device()) {
   return from(std::span<const T>(data.begin(), data.size()), s, dev);
 }
 // A rank-1 tensor of the values.
 template <element T>
-tensor<T> from(const std::vector<T>& data, device dev = default_device()) {
+tensor<T> from(const std::vector<T>& data, const device& dev = default_device()) {
   return from(std::span<const T>(data), shape{static_cast<std::int64_t>(data.size())}, dev);
 }
 template <element T>
-tensor<T> from(std::initializer_list<T> data, device dev = default_device()) {
+tensor<T> from(std::initializer_list<T> data, const device& dev = default_device()) {
   return from(std::span<const T>(data.begin(), data.size()),
               shape{static_cast<std::int64_t>(data.size())}, dev);
 }
 
 template <element T>
-tensor<T> full(const shape& s, T value, device dev = default_device()) {
+tensor<T> full(const shape& s, T value, const device& dev = default_device()) {
   return detail::filled<T>(s, value, dev, "full");
 }
 template <element T>
-tensor<T> zeros(const shape& s, device dev = default_device()) {
+tensor<T> zeros(const shape& s, const device& dev = default_device()) {
   return detail::filled<T>(s, T(0), dev, "zeros");
 }
 template <element T>
-tensor<T> ones(const shape& s, device dev = default_device()) {
+tensor<T> ones(const shape& s, const device& dev = default_device()) {
   return detail::filled<T>(s, T(1), dev, "ones");
 }
 
 // start, start+step, ... up to (not including) stop.
 template <element T>
-tensor<T> arange(double start, double stop, double step = 1, device dev = default_device()) {
+tensor<T> arange(double start, double stop, double step = 1, const device& dev = default_device()) {
   const std::string args = "start " + std::to_string(start) + ", stop " + std::to_string(stop) +
                            ", step " + std::to_string(step);
   if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
@@ -101,13 +100,14 @@ tensor<T> arange(double start, double stop, double step = 1, device dev = defaul
   return detail::moved(t, dev, "arange");
 }
 template <element T>
-tensor<T> arange(double stop, device dev = default_device()) {
+tensor<T> arange(double stop, const device& dev = default_device()) {
   return arange<T>(0, stop, 1, dev);
 }
 
 // n evenly spaced values from start to stop, both included.
 template <element T>
-tensor<T> linspace(double start, double stop, std::int64_t n, device dev = default_device()) {
+tensor<T> linspace(double start, double stop, std::int64_t n,
+                   const device& dev = default_device()) {
   if (n < 0) throw error("linspace", "negative count", std::to_string(n));
   tensor<T> t(shape{n}, device{}, "linspace");
   T* p = t.data();
@@ -119,7 +119,7 @@ tensor<T> linspace(double start, double stop, std::int64_t n, device dev = defau
 
 // An n x m matrix with ones on the diagonal (m = -1: square).
 template <element T>
-tensor<T> eye(std::int64_t n, std::int64_t m = -1, device dev = default_device()) {
+tensor<T> eye(std::int64_t n, std::int64_t m = -1, const device& dev = default_device()) {
   if (m == -1) m = n;
   if (n < 0 || m < 0)
     throw error("eye", "negative size", "n " + std::to_string(n) + ", m " + std::to_string(m));

@@ -20,7 +20,7 @@
 #define KILN_INSTANCES(EXTERN, T)                                                                  \
   EXTERN template class kiln::tensor<T>;                                                           \
   EXTERN template kiln::tensor<T> kiln::from<T>(std::span<const T>, const kiln::shape&,            \
-                                                kiln::device);                                     \
+                                                const kiln::device&);                              \
   EXTERN template kiln::tensor<T> kiln::detail::moved<T>(const kiln::tensor<T>&,                   \
                                                          const kiln::device&, const char*);        \
   EXTERN template void kiln::detail::assign<T, kiln::tensor<T>>(const kiln::tensor<T>&,            \

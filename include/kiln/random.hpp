@@ -62,7 +62,7 @@ tensor<T> generate(const shape& s, const device& dev, const char* op, F&& f) {
 // Uniform in [low, high).
 template <element T>
 tensor<T> uniform(const shape& s, std::uint64_t seed, double low = 0, double high = 1,
-                  device dev = default_device()) {
+                  const device& dev = default_device()) {
   if (!(low < high) || !std::isfinite(high - low))
     throw error("random::uniform", "need finite low < high",
                 "low " + std::to_string(low) + ", high " + std::to_string(high));
@@ -77,7 +77,7 @@ tensor<T> uniform(const shape& s, std::uint64_t seed, double low = 0, double hig
 // Normal with the given mean and standard deviation (Box-Muller on one Philox block).
 template <element T>
 tensor<T> normal(const shape& s, std::uint64_t seed, double mean = 0, double stddev = 1,
-                 device dev = default_device()) {
+                 const device& dev = default_device()) {
   if (!(stddev >= 0) || !std::isfinite(stddev))
     throw error("random::normal", "standard deviation must be finite and >= 0",
                 "stddev " + std::to_string(stddev));

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <concepts>
 #include <limits>
 #include <span>
 
@@ -181,25 +180,11 @@ inline constexpr reduction_info reduction_info_of{
 
 } // namespace kiln
 
-// fn(x, axes = everything, keepdims = false): the reduction R of expression x. fn(x) and
-// fn(x, axis) build their axes inside the call: an axes argument is a temporary in the
-// caller, and each one a variable that g++'s points-to analysis of the calling function pays
-// for (superlinearly in a function of many statements). The axis is a deduced integer so
-// that `{}` and `{1}` still mean axes (everything; axis 1), as they did.
+// fn(x, axes = everything, keepdims = false): the reduction R of expression x.
 #define KILN_REDUCTION_FUNCTION(fn, R)                                                             \
   template <class X>                                                                               \
-  requires ::kiln::expression<X> KILN_STATEMENT auto fn(X&& x, ::kiln::axes over,                  \
+  requires ::kiln::expression<X> KILN_STATEMENT auto fn(X&& x, ::kiln::axes over = {},             \
                                                         bool keepdims = false) {                   \
     return ::kiln::reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over),     \
                                                           keepdims);                               \
-  }                                                                                                \
-  template <class X>                                                                               \
-  requires ::kiln::expression<X> KILN_STATEMENT auto fn(X&& x) {                                   \
-    return ::kiln::reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), ::kiln::axes(),      \
-                                                          false);                                  \
-  }                                                                                                \
-  template <class X, std::integral I>                                                              \
-  requires ::kiln::expression<X> KILN_STATEMENT auto fn(X&& x, I axis, bool keepdims = false) {    \
-    return ::kiln::reduce_node<R, std::remove_cvref_t<X>>(                                         \
-        std::forward<X>(x), ::kiln::axes(static_cast<std::int64_t>(axis)), keepdims);              \
   }
