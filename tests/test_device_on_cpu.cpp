@@ -8,6 +8,7 @@
 
 #include "kiln/jit/cuda/nvrtc.hpp"
 
+#include <chrono>
 #include <cstring>
 
 #ifdef CUDA_ON_CPU_LIBRARY
@@ -65,8 +66,9 @@ struct sum_params {
 };
 
 // One sum per group of `threads` values: a tree through shared memory, then (warp_tail) the
-// last 32 partials through warp shuffles. `diverge`: only the even threads reach the barrier.
-std::string group_sum(bool warp_tail, bool diverge) {
+// last 32 partials through warp shuffles. `diverge`: only the even threads reach the barrier;
+// `racy`: the tree's steps have no barrier between them.
+std::string group_sum(bool warp_tail, bool diverge, bool racy = false) {
   std::string s = "struct sum_params { const double* in; double* out; int n; };\n"
                   "extern \"C\" __global__ void group_sum(const sum_params P) {\n"
                   "  __shared__ double s[1024];\n"
@@ -75,9 +77,8 @@ std::string group_sum(bool warp_tail, bool diverge) {
   s += diverge ? "  if (t % 2 == 0) __syncthreads();\n" : "  __syncthreads();\n";
   s += std::string("  for (unsigned h = blockDim.x / 2; h >= ") + (warp_tail ? "32" : "1") +
        "; h /= 2) {\n"
-       "    if (t < h) s[t] += s[t + h];\n"
-       "    __syncthreads();\n"
-       "  }\n";
+       "    if (t < h) s[t] += s[t + h];\n" +
+       (racy ? "" : "    __syncthreads();\n") + "  }\n";
   if (warp_tail)
     s += "  if (t < 32) {\n"
          "    double v = s[t];\n"
@@ -129,6 +130,55 @@ TEST_CASE("cuda-on-cpu: a __syncthreads that not every thread reaches fails the 
   CHECK(r != 0);
   CHECK(why.find("group_sum: the threads of a group did not all reach the same __syncthreads") !=
         std::string::npos);
+}
+
+// The group's threads take turns between barriers, each group in the other order to the one
+// before: a read that no barrier orders after another thread's write comes first in one of
+// them, so a missing barrier gives a wrong sum, as it would on a GPU, not a right one.
+TEST_CASE("cuda-on-cpu: a missing __syncthreads shows as a wrong value", "[device-on-cpu]") {
+  device_on_cpu dev;
+  const unsigned threads = 256, groups = 4;
+  std::vector<double> in;
+  for (auto i : test::integers<int>(threads * groups, 1, 1000))
+    in.push_back(i);
+  const auto f = dev.kernel(group_sum(false, false, true), "group_sum");
+  const sum_params p{reinterpret_cast<const double*>(dev.upload(in)),
+                     reinterpret_cast<double*>(dev.upload(std::vector<double>(groups, -1))),
+                     int(threads)};
+  const auto [r, why] = dev.launch(f, groups, threads, &p);
+  REQUIRE(r == 0);
+  const auto out = dev.download<double>(reinterpret_cast<cuda::CUdeviceptr>(p.out), groups);
+  unsigned wrong = 0;
+  for (unsigned g = 0; g < groups; ++g) {
+    double want = 0;
+    for (unsigned t = 0; t < threads; ++t)
+      want += in[g * threads + t];
+    wrong += out[g] != want;
+  }
+  CHECK(wrong >= groups / 2);
+}
+
+// Lanes of a warp at a shuffle while the others wait at __syncthreads: neither barrier can
+// open; the launch fails at once (no thread can go on) instead of hanging.
+TEST_CASE("cuda-on-cpu: threads waiting on each other's barriers fail the launch",
+          "[device-on-cpu]") {
+  device_on_cpu dev;
+  const std::string src = "extern \"C\" __global__ void stuck(const int* P) {\n"
+                          "  if (threadIdx.x % 32 < 16) {\n"
+                          "    int v = __shfl_down_sync(0xffffffffu, int(threadIdx.x), 1);\n"
+                          "    (void)v;\n"
+                          "  } else {\n"
+                          "    __syncthreads();\n"
+                          "  }\n"
+                          "}\n";
+  const auto f = dev.kernel(src, "stuck");
+  const int* none = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto [r, why] = dev.launch(f, 3, 64, &none);
+  CHECK(r != 0);
+  CHECK(why.find("stuck: the threads of a group wait on each other's barriers") !=
+        std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
 }
 
 TEST_CASE("cuda-on-cpu: a warp shuffle after lanes of the warp returned fails the launch",

@@ -6,7 +6,7 @@
 //   program in a namespace, one entry per __global__ function) into a shared library, the
 //   "cubin" (an ELF file, as a cubin is);
 // - the "driver" dlopens that image, keeps device memory in host memory, and runs each
-//   launch's grid on host threads (grid_runner.hpp), in order, before returning.
+//   launch's grid on the host, a fiber per thread (grid_runner.hpp), in order, before returning.
 // Built with the test suite's compiler and flags, which it passes to the kernels it compiles
 // (DEVICE_ON_CPU_CXX, _FLAGS: kiln_device_stand_in in tests/CMakeLists.txt): under the
 // sanitizers, kernels are instrumented too.
@@ -398,8 +398,8 @@ nvrtcResult nvrtcCompileProgram(void* p, int n, const char* const* options) {
     flags.push_back(f);
   for (int i = 0; i < n; ++i)
     if (std::strncmp(options[i], "-I", 2) == 0) flags.push_back(options[i]);
-  prog->image =
-      kiln_cpu::compile_shared(DEVICE_ON_CPU_CXX, flags, host_unit(prog->source), prog->log);
+  prog->image = kiln_cpu::compile_shared(DEVICE_ON_CPU_CXX, flags, host_unit(prog->source),
+                                         prog->log, DEVICE_ON_CPU_PCH_DIR);
   return prog->image.empty() ? 6 : 0;
 }
 nvrtcResult nvrtcGetProgramLogSize(void* p, std::size_t* n) {

@@ -1,9 +1,9 @@
 // CUDA's built-ins for generated CUDA C++ compiled as host code (cuda_driver.cpp compiles
 // each program as: the program's own #includes (cuda_fp16.h and cuda_bf16.h compile as host
 // code), this header, then the program inside a namespace, then one entry point per kernel
-// (grid_abi.h)). A group's threads run concurrently on host threads, so __syncthreads is a
-// real barrier and a missing one shows as a race; groups run one after another, so
-// __shared__ arrays can be statics.
+// (grid_abi.h)). A group's threads are fibers of one host thread (grid_runner.hpp), so
+// __syncthreads is a real barrier, and a missing one shows as a wrong value; groups run one
+// after another, so __shared__ arrays can be statics.
 #ifndef KILN_TEST_CUDA_SHIM_H
 #define KILN_TEST_CUDA_SHIM_H
 
@@ -47,6 +47,15 @@ struct index3 {
   unsigned x, y, z;
 };
 inline thread_local index3 thread_idx, block_idx, block_dim, grid_dim;
+// The thread `t` runs now: its built-in variables set (again, after a barrier, at which the
+// group's other threads ran on this host thread).
+inline void enter(const kiln_cpu_thread* t) {
+  self = t;
+  thread_idx = {t->thread[0], t->thread[1], t->thread[2]};
+  block_idx = {t->group[0], t->group[1], t->group[2]};
+  block_dim = {t->group_size[0], t->group_size[1], t->group_size[2]};
+  grid_dim = {t->groups[0], t->groups[1], t->groups[2]};
+}
 } // namespace kiln_cpu
 #define threadIdx (::kiln_cpu::thread_idx)
 #define blockIdx (::kiln_cpu::block_idx)
@@ -55,7 +64,9 @@ inline thread_local index3 thread_idx, block_idx, block_dim, grid_dim;
 
 // Each call site is its own barrier (its line): threads at different ones have diverged.
 inline void kiln_cpu_syncthreads(int site) {
-  kiln_cpu::self->group_barrier(kiln_cpu::self->runner, site);
+  const kiln_cpu_thread* t = kiln_cpu::self;
+  t->group_barrier(t->runner, site);
+  kiln_cpu::enter(t);
 }
 #define __syncthreads() kiln_cpu_syncthreads(__LINE__)
 
@@ -70,6 +81,7 @@ T __shfl_down_sync(unsigned, T v, unsigned delta) {
   T r = v;
   if (t->lane + delta < t->warp_lanes) memcpy(&r, t->warp_slots + 16 * (t->lane + delta), sizeof r);
   t->warp_barrier(t->runner); // nobody overwrites a slot before every lane has read it
+  kiln_cpu::enter(t);
   return r;
 }
 
@@ -102,11 +114,7 @@ inline float __uint_as_float(unsigned u) {
 namespace kiln_cpu {
 template <class P>
 void call(void (*kernel)(P), const void* args, const kiln_cpu_thread* t) {
-  self = t;
-  thread_idx = {t->thread[0], t->thread[1], t->thread[2]};
-  block_idx = {t->group[0], t->group[1], t->group[2]};
-  block_dim = {t->group_size[0], t->group_size[1], t->group_size[2]};
-  grid_dim = {t->groups[0], t->groups[1], t->groups[2]};
+  enter(t);
   kernel(*static_cast<const std::remove_cv_t<P>*>(args));
 }
 } // namespace kiln_cpu

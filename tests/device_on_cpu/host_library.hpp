@@ -10,9 +10,11 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_set>
@@ -90,10 +92,98 @@ inline std::vector<std::string> words(const std::string& s) {
   return w;
 }
 
+inline std::string hex64(std::uint64_t h) {
+  static const char* d = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4)
+    s[static_cast<std::size_t>(i)] = d[h & 15];
+  return s;
+}
+inline std::uint64_t fnv1a(const std::string& s, std::uint64_t h = 14695981039346656037ull) {
+  for (const unsigned char c : s)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Writes `text` to `path` whole or not at all (another process may be reading it).
+inline bool write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::ofstream(tmp, std::ios::binary) << text;
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// A unit's leading #include lines (the shim, and what the program includes) are most of its
+// compile: GCC parsed 21,000 lines in 0.25 of a kernel's 0.42 s. With `pch_dir` (GCC only),
+// they become a header there, precompiled once per build for every process that compiles the
+// same lines with the same flags (a hash of the preprocessed text and the flags names it, so
+// a changed shim gets a new one); the unit then includes that header instead, its line count
+// kept. Any failure leaves the unit as it is: the precompiled header only saves time.
+inline std::string with_precompiled_prelude(const std::string& compiler,
+                                            std::vector<std::string>& flags,
+                                            const std::string& unit, const char* pch_dir) {
+  if (!pch_dir || !*pch_dir || compiler.find("clang") != std::string::npos) return unit;
+  std::size_t end = 0;
+  int lines = 0;
+  while (unit.compare(end, 8, "#include") == 0) {
+    const auto nl = unit.find('\n', end);
+    if (nl == std::string::npos) return unit;
+    end = nl + 1;
+    ++lines;
+  }
+  if (lines == 0) return unit;
+  const std::string prelude = unit.substr(0, end);
+  std::vector<std::string> args{compiler};
+  for (const auto& f : flags)
+    if (f != "-shared") args.push_back(f);
+  std::string key = prelude;
+  for (const auto& a : args)
+    key += '\0' + a;
+
+  static std::mutex m;
+  static std::map<std::string, std::string> header_of; // key -> header name; "" if it failed
+  std::lock_guard lock(m);
+  auto it = header_of.find(key);
+  if (it == header_of.end()) {
+    std::string name;
+    const std::string dir = pch_dir;
+    ::mkdir(dir.c_str(), 0755);
+    const std::string probe = dir + "/probe" + std::to_string(::getpid()) + ".h";
+    std::string text;
+    if (write_atomically(probe, prelude)) {
+      auto e = args;
+      e.insert(e.end(), {"-E", "-P", "-x", "c++", probe});
+      if (run(e, text) != 0) text.clear();
+      std::remove(probe.c_str());
+    }
+    if (!text.empty()) {
+      const std::string n = "kiln_prelude_" + hex64(fnv1a(text, fnv1a(key))) + ".h";
+      const std::string header = dir + "/" + n, gch = header + ".gch";
+      bool ok = ::access(gch.c_str(), R_OK) == 0;
+      if (!ok && (::access(header.c_str(), R_OK) == 0 || write_atomically(header, prelude))) {
+        const std::string tmp = gch + ".tmp" + std::to_string(::getpid());
+        auto c = args;
+        c.insert(c.end(), {"-x", "c++-header", header, "-o", tmp});
+        std::string clog;
+        ok = run(c, clog) == 0 && std::rename(tmp.c_str(), gch.c_str()) == 0;
+        if (!ok) std::remove(tmp.c_str());
+      }
+      if (ok) name = n;
+    }
+    it = header_of.emplace(key, name).first;
+  }
+  if (it->second.empty()) return unit;
+  flags.insert(flags.begin(), "-I" + std::string(pch_dir));
+  return "#include \"" + it->second + "\"\n" +
+         std::string(static_cast<std::size_t>(lines - 1), '\n') + unit.substr(end);
+}
+
 // `unit` compiled by `compiler` with `flags` into a shared library: its bytes, or empty with
-// the compiler's output in `log`.
+// the compiler's output in `log`. With `pch_dir`, its leading #include lines come from a
+// precompiled header (with_precompiled_prelude).
 inline std::vector<char> compile_shared(const std::string& compiler, std::vector<std::string> flags,
-                                        const std::string& unit, std::string& log) {
+                                        std::string unit, std::string& log,
+                                        const char* pch_dir = nullptr) {
+  unit = with_precompiled_prelude(compiler, flags, unit, pch_dir);
   std::string dir = temp_dir() + "/kiln-on-cpu-XXXXXX";
   if (!::mkdtemp(dir.data())) {
     log = "cannot make " + dir;

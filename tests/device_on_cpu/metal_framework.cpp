@@ -658,7 +658,7 @@ std::shared_ptr<image> compile_msl(const std::string& source, bool fast_math, st
     return nullptr;
   }
   auto img = std::make_shared<image>();
-  img->bytes = kiln_cpu::compile_shared(DEVICE_ON_CPU_CXX, flags, unit, log);
+  img->bytes = kiln_cpu::compile_shared(DEVICE_ON_CPU_CXX, flags, unit, log, DEVICE_ON_CPU_PCH_DIR);
   if (img->bytes.empty()) return nullptr;
   img->handle = kiln_cpu::open_image(img->bytes.data(), img->bytes.size(), log);
   if (!img->handle) return nullptr;

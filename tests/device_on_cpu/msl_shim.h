@@ -1,7 +1,8 @@
 // Metal's built-ins for generated MSL compiled as host C++17 (g++ or clang), so that each
-// kernel can be checked by the host compiler and, later, run on host threads (grid_abi.h):
-// a group's threads run concurrently, so threadgroup_barrier is a real barrier and a
-// shuffle a real exchange; groups run one after another, so threadgroup arrays are statics.
+// kernel can be checked by the host compiler and run on the host (grid_abi.h): a group's
+// threads are fibers of one host thread (grid_runner.hpp), so threadgroup_barrier is a real
+// barrier and a shuffle a real exchange; groups run one after another, so threadgroup
+// arrays are statics.
 // A host unit (msl_unit.hpp) is: the program's #include <metal_stdlib> (metal/metal_stdlib,
 // which includes this header), the program in a namespace, then one entry per kernel.
 // Only what kiln's generated MSL uses is here: the scalar and vector types it names, its
@@ -144,7 +145,9 @@ enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_te
 // Each call site is its own barrier (__builtin_LINE() as a default argument is the caller's
 // line): threads at different ones have diverged.
 inline void threadgroup_barrier(mem_flags, int site = __builtin_LINE()) {
-  kiln_msl::self->group_barrier(kiln_msl::self->runner, site);
+  const kiln_cpu_thread* t = kiln_msl::self;
+  t->group_barrier(t->runner, site);
+  kiln_msl::self = t; // the group's other threads ran on this host thread meanwhile
 }
 
 // A SIMD-group's shuffle: every lane publishes its value, then reads lane + delta's (its own
@@ -159,6 +162,7 @@ T simd_shuffle_down(T v, ushort delta) {
   if (t->lane + delta < t->warp_lanes)
     std::memcpy(&r, t->warp_slots + 16 * (t->lane + delta), sizeof r);
   t->warp_barrier(t->runner); // nobody overwrites a slot before every lane has read it
+  kiln_msl::self = t;
   return r;
 }
 
