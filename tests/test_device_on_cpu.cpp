@@ -114,6 +114,17 @@ unsigned wrong_group_sums(device_on_cpu& dev, const std::string& src, unsigned g
   return wrong;
 }
 
+// Launches kernel `name` of `src`, which takes no parameters: why the launch failed, or
+// empty where it did not.
+std::string launch_failure(device_on_cpu& dev, const std::string& src, const char* name,
+                           unsigned groups, unsigned threads) {
+  const auto f = dev.kernel(src, name);
+  const int* none = nullptr;
+  const auto [r, why] = dev.launch(f, groups, threads, &none);
+  CHECK(r != 0);
+  return r != 0 ? why : std::string();
+}
+
 } // namespace
 
 TEST_CASE("cuda-on-cpu: group sums through shared memory, barriers and warp shuffles are exact",
@@ -159,12 +170,9 @@ TEST_CASE("cuda-on-cpu: threads waiting on each other's barriers fail the launch
                           "    __syncthreads();\n"
                           "  }\n"
                           "}\n";
-  const auto f = dev.kernel(src, "stuck");
-  const int* none = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto [r, why] = dev.launch(f, 3, 64, &none);
-  CHECK(r != 0);
-  CHECK(why.find("stuck: the threads of a group wait on each other's barriers") !=
+  CHECK(launch_failure(dev, src, "stuck", 3, 64)
+            .find("stuck: the threads of a group wait on each other's barriers") !=
         std::string::npos);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
 }
@@ -177,11 +185,8 @@ TEST_CASE("cuda-on-cpu: a warp shuffle after lanes of the warp returned fails th
                           "  int v = __shfl_down_sync(0xffffffffu, int(threadIdx.x), 1);\n"
                           "  (void)v;\n"
                           "}\n";
-  const auto f = dev.kernel(src, "early");
-  const int* none = nullptr;
-  const auto [r, why] = dev.launch(f, 2, 64, &none);
-  CHECK(r != 0);
-  CHECK(why.find("a shuffle ran while lanes of its warp had left") != std::string::npos);
+  CHECK(launch_failure(dev, src, "early", 2, 64)
+            .find("a shuffle ran while lanes of its warp had left") != std::string::npos);
 }
 
 TEST_CASE("cuda-on-cpu: a block past 1024 threads is a launch error, a compile error has the "
