@@ -2,15 +2,15 @@
 // Runs a device kernel compiled as host code (grid_abi.h) over its grid on the calling host
 // thread: each thread of a group is a fiber (ucontext) with its own stack, switched at the
 // group's and the warp's barriers, the groups one after another (a group's shared memory is
-// the kernel's statics). One host thread per device thread, as before, spent most of a
-// reduction test in the scheduler: 256 threads on 2 cores took 0.1-0.2 ms per barrier.
+// the kernel's statics). (A host thread per device thread, the runner before this one, spent
+// most of a reduction test in the scheduler: 256 threads on 2 cores, 0.1-0.2 ms a barrier.)
 // After each barrier the fibers go on in the opposite order to the last, and each group in
 // the opposite order to the group before, so that a read that a missing barrier leaves
 // unordered against another thread's write comes before that write in one of the groups,
-// and shows as a wrong value. Barriers check what real hardware
-// leaves undefined: a group whose threads do not all reach the same __syncthreads, or a
-// shuffle some lanes of the warp no longer take part in, is a launch error, and so is a
-// launch whose barriers can make no progress (threads waiting on each other).
+// and shows as a wrong value. Barriers check what real hardware leaves undefined: a group
+// whose threads do not all reach the same __syncthreads, or a shuffle some lanes of the warp
+// no longer take part in, is a launch error, and so is a launch whose barriers can make no
+// progress (threads waiting on each other).
 #include "grid_abi.h"
 
 #include <cstddef>
@@ -49,8 +49,10 @@ public:
   }
 
   // Runs body(i) on fiber i for every i until all return; false if a stack could not be had.
-  template <class Body>
-  bool run(Body& body, unsigned long long (*progress)(void*), void* state, void (*stuck)(void*)) {
+  // progress() counts what the fibers have done (their barriers' phases); stuck() is called
+  // after a round in which none of them could go on, and must let them.
+  template <class Body, class Progress, class Stuck>
+  bool run(Body& body, const Progress& progress, const Stuck& stuck) {
     body_ = &body;
     call_ = [](void* b, unsigned i) { (*static_cast<Body*>(b))(i); };
     for (unsigned i = 0; i < f_.size(); ++i) {
@@ -62,7 +64,7 @@ public:
     }
     unsigned live = static_cast<unsigned>(f_.size());
     while (live > 0) {
-      const unsigned long long before = progress(state);
+      const auto before = progress();
       const unsigned live_before = live;
       for (unsigned k = 0; k < f_.size(); ++k) {
         const unsigned i = forward_ ? k : static_cast<unsigned>(f_.size()) - 1 - k;
@@ -73,7 +75,7 @@ public:
       forward_ = !forward_;
       // A whole round in which every waiting fiber found its barrier still closed: they wait
       // on each other, and nothing will open it.
-      if (live > 0 && live == live_before && progress(state) == before) stuck(state);
+      if (live > 0 && live == live_before && progress() == before) stuck();
     }
     return true;
   }
@@ -225,14 +227,12 @@ inline std::string run_grid(kiln_cpu_entry entry, const void* args, const unsign
     barrier group;
     std::vector<barrier> warp;
     std::vector<unsigned char> slots;
-    bool hung = false;
   };
   const std::unique_ptr<shared> s(
       new shared{fibers(n),
                  {},
                  std::vector<barrier>(warps),
-                 std::vector<unsigned char>(16u * KILN_CPU_WARP * warps),
-                 false});
+                 std::vector<unsigned char>(16u * KILN_CPU_WARP * warps)});
   auto lanes_of = [&](unsigned w) {
     return std::min<unsigned>(KILN_CPU_WARP, n - w * KILN_CPU_WARP);
   };
@@ -284,23 +284,22 @@ inline std::string run_grid(kiln_cpu_entry entry, const void* args, const unsign
       });
     }
   };
-  auto progress = [](void* p) {
-    const auto* sh = static_cast<const shared*>(p);
-    unsigned long long k = sh->group.phases();
-    for (const auto& w : sh->warp)
+  auto progress = [&] {
+    unsigned long long k = s->group.phases();
+    for (const auto& w : s->warp)
       k += w.phases();
     return k;
   };
-  auto stuck = [](void* p) {
-    auto* sh = static_cast<shared*>(p);
-    sh->hung = true;
-    sh->group.abandon();
-    for (auto& w : sh->warp)
+  bool hung = false;
+  auto stuck = [&] {
+    hung = true;
+    s->group.abandon();
+    for (auto& w : s->warp)
       w.abandon();
   };
-  if (!s->run.run(work, progress, s.get(), stuck))
+  if (!s->run.run(work, progress, stuck))
     return "cannot map the stacks of " + std::to_string(n) + " threads";
-  if (s->hung) return "the threads of a group wait on each other's barriers: none can go on";
+  if (hung) return "the threads of a group wait on each other's barriers: none can go on";
   bool warp_diverged = false;
   for (const auto& w : s->warp)
     warp_diverged = warp_diverged || w.diverged();
