@@ -11,6 +11,8 @@ tests=(test_cuda_exec test_cuda_runtime test_custom_ops test_custom_reduce test_
   test_reduce_subgroup test_tune_shapes test_errors test_device_timer)
 examples=(quickstart black_scholes gpu_fusion greeks logistic_regression heat2d custom_ops mlp
   least_squares)
+# Every test file: `setup.sh test` leaves build/release with only the unsanitized half.
+cmake --preset release >/dev/null
 ninja -C build/release "${tests[@]}" "${examples[@]}" >/dev/null
 ninja -C build-bench bench_cuda_jit bench_matmul_device >/dev/null
 rm -rf .dev/bin && mkdir -p .dev/bin

@@ -3,8 +3,10 @@
 # Each mode installs the Debian packages it needs (apt-get, only what is missing), then
 # configures, builds and runs with the CMake presets in CMakePresets.json:
 #   bash scripts/setup.sh quickstart  build and run examples/quickstart       (preset quickstart)
-#   bash scripts/setup.sh test        build the whole suite, run it with CTest (preset release)
-#   bash scripts/setup.sh asan        the same suite under ASan + UBSan        (preset asan)
+#   bash scripts/setup.sh test        build the whole suite, run it with CTest: the tests of
+#                                     memory-handling code under ASan + UBSan (preset asan),
+#                                     the others and the examples plain (preset suite)
+#   bash scripts/setup.sh asan        the memory-handling tests alone        (preset asan)
 #   bash scripts/setup.sh clang       the same suite built with clang            (preset clang)
 #   bash scripts/setup.sh bench       build and run the benchmarks (bench/run.sh)
 # Parallelism: all cores (nproc), or JOBS=n.
@@ -52,14 +54,16 @@ if ((${#missing[@]})); then
 fi
 
 # Runs one preset: configure, build, and (unless told not to) test. Prints the time taken.
+# Returns non-zero at the first step that fails (callers may go on with another preset, where
+# `set -e` does not apply).
 run_preset() {
   local preset=$1 test=${2:-yes} start=$SECONDS
   echo "== $preset: configure + build"
-  cmake --preset "$preset"
-  cmake --build --preset "$preset" -j "$jobs"
+  cmake --preset "$preset" || return
+  cmake --build --preset "$preset" -j "$jobs" || return
   if [ "$test" = yes ]; then
     echo "== $preset: test"
-    ctest --preset "$preset" -j "$jobs"
+    ctest --preset "$preset" -j "$jobs" || return
   fi
   echo "== $preset: done in $((SECONDS - start)) s"
 }
@@ -69,7 +73,14 @@ case "$mode" in
     run_preset quickstart no
     ./build/quickstart/examples/quickstart
     ;;
-  test) run_preset release ;;
+  test)
+    # Each test file is built once with g++: the memory-handling ones with the sanitizers,
+    # the rest plain. Both halves run even when the first fails, so one run reports both.
+    rc=0
+    run_preset suite || rc=1
+    run_preset asan || rc=1
+    exit $rc
+    ;;
   asan) run_preset asan ;;
   clang) run_preset clang ;;
   bench) bash bench/run.sh ;;
