@@ -3,7 +3,7 @@
 // rank can build every other rank's values and check the collectives against
 // double-precision loops of its own. With KILN_TEST_MPI_NO_INIT=1 MPI is not initialized and
 // only the tests tagged [no-init] run.
-#define CATCH_CONFIG_RUNNER
+#define CATCH_CONFIG_EXTERNAL_INTERFACES // Catch's listener base (mpi_run, below)
 #include <catch2/catch.hpp>
 
 #include "error_support.hpp"
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -433,13 +434,25 @@ TEST_CASE("mpi: a call before MPI is initialized is a kiln::error", "[no-init]")
                {"MPI is not running", "MPI_Init"});
 }
 
-int main(int argc, char** argv) {
-  // Listing the tests (CTest's discovery) and the [no-init] tests run without MPI.
-  const char* no_init = std::getenv("KILN_TEST_MPI_NO_INIT");
-  bool listing = false;
-  for (int i = 1; i < argc; ++i)
-    listing = listing || std::string(argv[i]).rfind("--list", 0) == 0;
-  if (listing || (no_init && std::string(no_init) == "1")) return Catch::Session().run(argc, argv);
-  mpi::environment env(argc, argv);
-  return Catch::Session().run(argc, argv);
-}
+// MPI for the whole run, from a listener: the suite's prebuilt Catch main runs this file
+// (its own main compiled Catch's implementation, about half of this file's build). Listing
+// the tests (CTest's discovery) starts no run, and the [no-init] tests run without MPI.
+struct mpi_run : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(const Catch::TestRunInfo& info) override {
+    TestEventListenerBase::testRunStarting(info);
+    const char* no_init = std::getenv("KILN_TEST_MPI_NO_INIT");
+    if (no_init && std::string(no_init) == "1") return;
+    int argc = 0;
+    char** argv = nullptr;
+    env_.emplace(argc, argv);
+  }
+  void testRunEnded(const Catch::TestRunStats& stats) override {
+    TestEventListenerBase::testRunEnded(stats);
+    env_.reset();
+  }
+
+private:
+  std::optional<mpi::environment> env_;
+};
+CATCH_REGISTER_LISTENER(mpi_run)
