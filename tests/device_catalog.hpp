@@ -17,6 +17,7 @@
 
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace catalog {
@@ -102,16 +103,16 @@ std::vector<double> as_doubles(const std::vector<T>& v) {
 }
 
 // Metal has no 64-bit floats: f64 operands or results, and integer math (computed in f64),
-// are a clear error there. `error` is what the evaluation threw, or null when it returned.
+// are a clear error there. `error` is what the evaluation threw, if it threw.
 inline void expect_metal_outcome(const char* name, const kiln::device& dev, bool f64,
-                                 const char* error) {
+                                 const std::optional<std::string>& error) {
   if (!error) {
     INFO(name << " on " << dev.str() << " evaluated");
     CHECK_FALSE(f64);
     return;
   }
-  INFO(name << " on " << dev.str() << ": " << error);
-  CHECK(std::string(error).find("64-bit floats") != std::string::npos);
+  INFO(name << " on " << dev.str() << ": " << *error);
+  CHECK(error->find("64-bit floats") != std::string::npos);
 }
 
 // Every element of a device's result against the host's. Out of line and templated on the
@@ -150,14 +151,14 @@ void check(const char* name, std::uint64_t ulp, F make, const std::vector<T>&...
     if (dev->kind() == kiln::device_kind::metal) {
       const bool f64 = ((kiln::dtype_of<T>() == kiln::dtype::f64) || ... ||
                         (kiln::dtype_of<R>() == kiln::dtype::f64));
-      std::string error;
+      std::optional<std::string> error;
       try {
         (void)make(tensor_of(in).to(*dev)...).eval();
       } catch (const kiln::error& e) {
         error = e.what();
       }
-      expect_metal_outcome(name, *dev, f64, error.empty() ? nullptr : error.c_str());
-      if (!error.empty()) continue;
+      expect_metal_outcome(name, *dev, f64, error);
+      if (error) continue;
     }
     const auto got = make(tensor_of(in).to(*dev)...).eval();
     compare<R>(name, ulp, *dev, got.device(), got.to_vector(), w, inputs);
