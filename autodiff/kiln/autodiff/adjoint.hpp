@@ -11,7 +11,6 @@
 #include <boost/hana/concat.hpp>
 #include <boost/hana/drop_front.hpp>
 #include <boost/hana/filter.hpp>
-#include <boost/hana/flatten.hpp>
 #include <boost/hana/fold_left.hpp>
 #include <boost/hana/front.hpp>
 #include <boost/hana/length.hpp>
@@ -50,6 +49,55 @@ inline constexpr bool has_tensor<matmul_node<A, B>> = has_tensor<A> || has_tenso
 template <class A, class B>
 inline constexpr bool has_tensor<einsum_node<A, B>> = has_tensor<A> || has_tensor<B>;
 
+// A subtree's records: one record (a leaf), or a pack of its operands' records. A pack is an
+// aggregate, written `records<decltype(f())...>{{f()}...}`, so each record is built in place
+// where its leaf makes it and never moved: returned level by level in tuples and flattened,
+// the records were moved (and destroyed) once or twice per level of a deep adjoint tree,
+// and those calls were most of kiln::grad's code.
+template <std::size_t I, class T>
+struct record_slot {
+  T v;
+};
+template <class Seq, class... T>
+struct record_pack;
+template <std::size_t... I, class... T>
+struct record_pack<std::index_sequence<I...>, T...> : record_slot<I, T>... {};
+template <class... T>
+using records = record_pack<std::index_sequence_for<T...>, T...>;
+using no_records = records<>;
+
+template <class R>
+inline constexpr std::size_t record_count = 1;
+template <std::size_t... I, class... T>
+inline constexpr std::size_t record_count<record_pack<std::index_sequence<I...>, T...>> =
+    (std::size_t(0) + ... + record_count<T>);
+
+template <std::size_t J, class T>
+const T& pack_slot(const record_slot<J, T>& s) {
+  return s.v;
+}
+// Which slot of a pack whose slots hold n[j] records holds record k, and how many records
+// the slots before it hold.
+template <std::size_t N>
+constexpr std::pair<std::size_t, std::size_t> slot_of(const std::array<std::size_t, N>& n,
+                                                      std::size_t k) {
+  std::size_t j = 0, before = 0;
+  while (before + n[j] <= k)
+    before += n[j++];
+  return {j, before};
+}
+// The K-th record (in leaf order) of a subtree's records.
+template <std::size_t K, class R>
+const R& record_at(const R& r) {
+  static_assert(K == 0, "kiln: internal: a leaf's records are one record");
+  return r;
+}
+template <std::size_t K, std::size_t... I, class... T>
+const auto& record_at(const record_pack<std::index_sequence<I...>, T...>& p) {
+  constexpr auto where = slot_of(std::array<std::size_t, sizeof...(T)>{record_count<T>...}, K);
+  return record_at<K - where.second>(pack_slot<where.first>(p));
+}
+
 template <class Op>
 inline constexpr bool has_rule = requires {
   typename Op::derivative;
@@ -64,7 +112,7 @@ constexpr void check_rule() {
 template <element T, class G>
 auto backprop(const tensor<T>& t, const G& g, const kiln::shape& full, bool alive) {
   using A = decltype(toolkit::expr(g));
-  return hana::make_tuple(record<A, T>{toolkit::expr(g), t, full, alive});
+  return record<A, T>{toolkit::expr(g), t, full, alive};
 }
 
 // Every overload, declared first: they call one another, and the kiln node kinds are not
@@ -102,7 +150,7 @@ auto backprop(const expr_node<Op, C...>& n, const G& g, const kiln::shape& full,
   check_rule<Op>();
   if constexpr (!has_tensor<expr_node<Op, C...>> ||
                 std::is_same_v<typename Op::derivative, zero_gradient>) {
-    return hana::make_tuple();
+    return no_records{};
   } else {
     const auto adj =
         n.apply([&](const auto&... c) { return Op::derivative::template vjp<toolkit>(g, c...); });
@@ -142,11 +190,11 @@ auto reduction_adjoint(const reduce_node<R, E>& n, const G& g, const kiln::shape
 template <class R, class E, class G>
 auto backprop(const reduce_node<R, E>& n, const G& g, const kiln::shape& full, bool alive) {
   if constexpr (!has_tensor<E>) {
-    return hana::make_tuple();
+    return no_records{};
   } else {
     const auto a = reduction_adjoint<false>(n, g, full);
     if constexpr (is_zero<decltype(a)>)
-      return hana::make_tuple();
+      return no_records{};
     else
       return backprop(n.expr, a, shape_of(n.expr), alive);
   }
@@ -170,12 +218,15 @@ template <direction Dir, element T, class... G2, class G>
 auto backprop(const adjoint_node<Dir, T, G2...>& n, const G& g, const kiln::shape&, bool alive) {
   constexpr direction back = Dir == direction::to_wrt ? direction::to_leaf : direction::to_wrt;
   using A = decltype(toolkit::expr(g));
-  return hana::flatten(hana::transform(n.routes, [&](const auto& r) {
-    const adjoint_node<back, T, A> t(
-        hana::make_tuple(route<A, T>{toolkit::expr(g), r.leaf, r.full, r.kind}), n.wrt);
-    const kiln::shape inner = Dir == direction::to_wrt ? r.full : n.wrt.shape();
-    return backprop(r.g, t, inner, alive && r.kind != route_kind::none);
-  }));
+  return hana::unpack(n.routes, [&](const auto&... rs) {
+    auto one = [&](const auto& r) {
+      const adjoint_node<back, T, A> t(
+          hana::make_tuple(route<A, T>{toolkit::expr(g), r.leaf, r.full, r.kind}), n.wrt);
+      const kiln::shape inner = Dir == direction::to_wrt ? r.full : n.wrt.shape();
+      return backprop(r.g, t, inner, alive && r.kind != route_kind::none);
+    };
+    return records<decltype(one(rs))...>{{one(rs)}...};
+  });
 }
 // Through a composite with its own rule: the rule's adjoint of each argument, of its own
 // shape (an argument may differ in shape from the composite: a norm's vector), or `full`
@@ -184,7 +235,7 @@ template <class Rule, class Fwd, class... A, class G>
 auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln::shape& full,
               bool alive) {
   if constexpr (!has_tensor<custom_vjp_node<Rule, Fwd, A...>>) {
-    return hana::make_tuple();
+    return no_records{};
   } else {
     // g summed down to the composite's own shape (it may be used broadcast); a type-level
     // one becomes the number of broadcast copies.
@@ -207,7 +258,7 @@ auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln:
       using Arg = std::remove_cvref_t<decltype(arg)>;
       using Adj = std::remove_cvref_t<decltype(a)>;
       if constexpr (is_zero<Adj> || !has_tensor<Arg>) {
-        return hana::make_tuple();
+        return no_records{};
       } else {
         kiln::shape s = shape_of(toolkit::expr(a));
         const kiln::shape own = shape_of(arg);
@@ -219,7 +270,7 @@ auto backprop(const custom_vjp_node<Rule, Fwd, A...>& n, const G& g, const kiln:
       }
     };
     return hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(A)>),
-                        [&](auto... i) { return hana::flatten(hana::make_tuple(one(i)...)); });
+                        [&](auto... i) { return records<decltype(one(i))...>{{one(i)}...}; });
   }
 }
 
@@ -250,7 +301,7 @@ auto node_cotangent(const N& n, const G& g, const kiln::shape& full) {
 template <class Op, class Adj>
 auto operand_backprop(const Op& operand, const Adj& adj, bool alive) {
   if constexpr (!has_tensor<Op>) {
-    return hana::make_tuple();
+    return no_records{};
   } else {
     kiln::shape s = shape_of(adj);
     broadcast_into(s, shape_of(operand)); // the operand's dims are the adjoint's or broadcast
@@ -267,7 +318,7 @@ auto operand_backprop(const Op& operand, const Adj& adj, bool alive) {
 template <class A, class B, class G>
 auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, bool alive) {
   if constexpr (!has_tensor<matmul_node<A, B>>) {
-    return hana::make_tuple();
+    return no_records{};
   } else {
     const auto go = node_cotangent(n, g, full);
     using Go = std::remove_cvref_t<decltype(go)>;
@@ -276,17 +327,19 @@ auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, b
     matrix_form fg = has_rows(c.fa) ? (has_cols(c.fb) ? matrix_form::full : matrix_form::column)
                                     : (has_cols(c.fb) ? matrix_form::row : matrix_form::scalar);
     if (c.out_t) fg = transposed(fg);
-    const auto da =
-        operand_backprop(n.a,
-                         matmul_node<Go, B>(go, n.b, fg, transposed(c.fb), "matmul (adjoint)",
-                                            c.fa == matrix_form::transposed),
-                         alive);
-    const auto db =
-        operand_backprop(n.b,
-                         matmul_node<A, Go>(n.a, go, transposed(c.fa), fg, "matmul (adjoint)",
-                                            c.fb == matrix_form::transposed),
-                         alive);
-    return hana::flatten(hana::make_tuple(da, db));
+    auto da = [&] {
+      return operand_backprop(n.a,
+                              matmul_node<Go, B>(go, n.b, fg, transposed(c.fb), "matmul (adjoint)",
+                                                 c.fa == matrix_form::transposed),
+                              alive);
+    };
+    auto db = [&] {
+      return operand_backprop(n.b,
+                              matmul_node<A, Go>(n.a, go, transposed(c.fa), fg, "matmul (adjoint)",
+                                                 c.fb == matrix_form::transposed),
+                              alive);
+    };
+    return records<decltype(da()), decltype(db())>{{da()}, {db()}};
   }
 }
 
@@ -296,24 +349,27 @@ auto backprop(const matmul_node<A, B>& n, const G& g, const kiln::shape& full, b
 template <class A, class B, class G>
 auto backprop(const einsum_node<A, B>& n, const G& g, const kiln::shape& full, bool alive) {
   if constexpr (!has_tensor<einsum_node<A, B>>) {
-    return hana::make_tuple();
+    return no_records{};
   } else {
     const auto go = node_cotangent(n, g, full);
     using Go = std::remove_cvref_t<decltype(go)>;
-    const auto da = operand_backprop(n.a, einsum_node<Go, B>(go, n.b, adjoint_plan(n.p, 0)), alive);
+    auto da = [&] {
+      return operand_backprop(n.a, einsum_node<Go, B>(go, n.b, adjoint_plan(n.p, 0)), alive);
+    };
     if constexpr (std::is_same_v<B, einsum_unit>) {
-      return da;
+      return da();
     } else {
-      const auto db =
-          operand_backprop(n.b, einsum_node<A, Go>(n.a, go, adjoint_plan(n.p, 1)), alive);
-      return hana::flatten(hana::make_tuple(da, db));
+      auto db = [&] {
+        return operand_backprop(n.b, einsum_node<A, Go>(n.a, go, adjoint_plan(n.p, 1)), alive);
+      };
+      return records<decltype(da()), decltype(db())>{{da()}, {db()}};
     }
   }
 }
 
 template <element T, class G>
 auto backprop(const scalar_expr<T>&, const G&, const kiln::shape&, bool) {
-  return hana::make_tuple();
+  return no_records{};
 }
 
 // Each operand's records, concatenated (operands whose adjoint is zero, or that hold no
@@ -326,21 +382,21 @@ auto children_backprop(const N& n, const Adj& adj, const G&, const kiln::shape& 
     const auto& a = hana::at(adj, i);
     using Child = std::remove_cvref_t<decltype(child)>;
     if constexpr (is_zero<decltype(a)> || !has_tensor<Child>)
-      return hana::make_tuple();
+      return no_records{};
     else
       return backprop(child, a, full, alive);
   };
-  return hana::flatten(hana::make_tuple(one(hana::size_c<I>)...));
+  return records<decltype(one(hana::size_c<I>))...>{{one(hana::size_c<I>)}...};
 }
 
 // Which records have a leaf of type tensor<T>, by position: the routes are built from the
 // records straight (a filtered copy of them first cost a copy of every adjoint tree).
 template <element T, class Records>
 struct leaves_of {
-  static constexpr std::size_t size = decltype(hana::length(std::declval<Records>()))::value;
+  static constexpr std::size_t size = record_count<Records>;
   template <std::size_t I>
   static constexpr bool is_mine = std::is_same_v<
-      decltype(std::remove_cvref_t<decltype(hana::at_c<I>(std::declval<const Records&>()))>::leaf),
+      decltype(std::remove_cvref_t<decltype(record_at<I>(std::declval<const Records&>()))>::leaf),
       tensor<T>>;
   static constexpr auto count = [] {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -373,8 +429,8 @@ auto collect(const Records& recs, const tensor<T>& wrt) {
     };
     return [&]<std::size_t... J>(std::index_sequence<J...>) {
       return adjoint_node<direction::to_wrt, T,
-                          std::remove_cvref_t<decltype(hana::at_c<mine::index[J]>(recs).g)>...>(
-          hana::make_tuple(route_of(hana::at_c<mine::index[J]>(recs))...), wrt);
+                          std::remove_cvref_t<decltype(record_at<mine::index[J]>(recs).g)>...>(
+          hana::make_tuple(route_of(record_at<mine::index[J]>(recs))...), wrt);
     }
     (std::make_index_sequence<mine::count>{});
   }

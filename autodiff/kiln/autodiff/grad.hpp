@@ -52,7 +52,7 @@ requires expression<F> KILN_STATEMENT auto grad(const F& f, const X&... x) {
     if constexpr (autodiff::is_reduction<F>) {
       const auto a = autodiff::reduction_adjoint<true>(f, autodiff::one_t<value_t<F>>{}, s);
       if constexpr (autodiff::is_zero<decltype(a)>)
-        return hana::make_tuple();
+        return autodiff::no_records{};
       else
         return autodiff::backprop(f.expr, a, shape_of(f.expr), true);
     } else {
