@@ -197,7 +197,7 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 // Reductions inside an expression run first (inner ones before outer ones).
 template <class R, class E>
 KILN_STATEMENT auto materialize(const reduce_node<R, E>& n) {
-  const auto inner = detail::evaluate_leaf_copy(materialize(n.expr));
+  const auto inner = detail::materialized_value(n.expr);
   // Broadcast views can make an input of more than 2^63 elements: refuse, not wrap.
   checked_numel(shape_of(inner), R::name);
   const auto m = n.mask(shape_of(inner).size());

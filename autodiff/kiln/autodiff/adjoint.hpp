@@ -7,6 +7,7 @@
 // no record; scalars are constants.
 #include "kiln/autodiff/custom_vjp.hpp"
 #include "kiln/autodiff/nodes.hpp"
+#include "kiln/autodiff/pack.hpp"
 
 #include <boost/hana/concat.hpp>
 #include <boost/hana/drop_front.hpp>
@@ -49,33 +50,18 @@ inline constexpr bool has_tensor<matmul_node<A, B>> = has_tensor<A> || has_tenso
 template <class A, class B>
 inline constexpr bool has_tensor<einsum_node<A, B>> = has_tensor<A> || has_tensor<B>;
 
-// A subtree's records: one record (a leaf), or a pack of its operands' records. A pack is an
-// aggregate, written `records<decltype(f())...>{{f()}...}`, so each record is built in place
-// where its leaf makes it and never moved: returned level by level in tuples and flattened,
-// the records were moved (and destroyed) once or twice per level of a deep adjoint tree,
-// and those calls were most of kiln::grad's code.
-template <std::size_t I, class T>
-struct record_slot {
-  T v;
-};
-template <class Seq, class... T>
-struct record_pack;
-template <std::size_t... I, class... T>
-struct record_pack<std::index_sequence<I...>, T...> : record_slot<I, T>... {};
+// A subtree's records: one record (a leaf), or a pack (pack.hpp) of its operands' records,
+// so that each record is built where its leaf makes it and never moved.
 template <class... T>
-using records = record_pack<std::index_sequence_for<T...>, T...>;
+using records = pack<T...>;
 using no_records = records<>;
 
 template <class R>
 inline constexpr std::size_t record_count = 1;
 template <std::size_t... I, class... T>
-inline constexpr std::size_t record_count<record_pack<std::index_sequence<I...>, T...>> =
+inline constexpr std::size_t record_count<pack_of<std::index_sequence<I...>, T...>> =
     (std::size_t(0) + ... + record_count<T>);
 
-template <std::size_t J, class T>
-const T& pack_slot(const record_slot<J, T>& s) {
-  return s.v;
-}
 // Which slot of a pack whose slots hold n[j] records holds record k, and how many records
 // the slots before it hold.
 template <std::size_t N>
@@ -93,9 +79,9 @@ const R& record_at(const R& r) {
   return r;
 }
 template <std::size_t K, std::size_t... I, class... T>
-const auto& record_at(const record_pack<std::index_sequence<I...>, T...>& p) {
+const auto& record_at(const pack_of<std::index_sequence<I...>, T...>& p) {
   constexpr auto where = slot_of(std::array<std::size_t, sizeof...(T)>{record_count<T>...}, K);
-  return record_at<K - where.second>(pack_slot<where.first>(p));
+  return record_at<K - where.second>(slot<where.first>(p));
 }
 
 template <class Op>

@@ -89,8 +89,7 @@ auto materialize(const sum_to_node<G>& n) {
   using M = std::remove_cvref_t<decltype(materialize(n.g))>;
   const kiln::device dev = detail::device_of(n.g);
   if (n.full == n.own)
-    return sum_to_terms<G>(M(detail::evaluate_leaf_copy(materialize(n.g))), true,
-                           scalar_zero<V>(dev), false);
+    return sum_to_terms<G>(M(detail::materialized_value(n.g)), true, scalar_zero<V>(dev), false);
   layout unused;
   const tensor<V> t = unbroadcast(evaluate_as(n.g, n.full, dev), layout::contiguous(n.own), unused);
   return sum_to_terms<G>(M(materialize_off(n.g)), false, t, true);

@@ -12,6 +12,7 @@
 //   expand_node a reduction's adjoint broadcast back over the axes it folded.
 //   collapse_node its transpose (a sum over those axes), for second order.
 #include "kiln/autodiff/constants.hpp"
+#include "kiln/autodiff/pack.hpp"
 #include "kiln/reduce.hpp"
 
 #include <boost/hana/for_each.hpp>
@@ -182,14 +183,15 @@ void visit_devices(const adjoint_node<Dir, T, G...>& n, F&& f) {
   hana::for_each(n.routes, [&](const auto& r) { visit_devices(r.g, f); });
 }
 
-// Terms Lo..Hi-1 of `t` added as a balanced tree: a left fold would nest every partial
-// sum in the next one's type, and a gradient has a term per leaf occurrence of its type.
-template <std::size_t Lo, std::size_t Hi, class Terms>
-auto balanced_sum(const Terms& t) {
+// Terms Lo..Hi-1 added as a balanced tree, term(k) making the k-th where it is used (no
+// tuple of them copied from): a left fold would nest every partial sum in the next one's
+// type, and a gradient has a term per leaf occurrence of its type.
+template <std::size_t Lo, std::size_t Hi, class F>
+auto balanced_sum(const F& term) {
   if constexpr (Hi - Lo == 1)
-    return hana::at_c<Lo>(t);
+    return term(hana::size_c<Lo>);
   else
-    return balanced_sum<Lo, (Lo + Hi) / 2>(t) + balanced_sum<(Lo + Hi) / 2, Hi>(t);
+    return balanced_sum<Lo, (Lo + Hi) / 2>(term) + balanced_sum<(Lo + Hi) / 2, Hi>(term);
 }
 
 // sum_k gate(on_k ? m_k : off_k, on_k) + gate(z, z_on), off_k being m_k with its leaves
@@ -201,18 +203,20 @@ auto balanced_sum(const Terms& t) {
 template <class R, class Ms, std::size_t... K>
 auto gated_sum(const Ms& ms, const Ms& offs, const std::array<bool, sizeof...(K)>& on,
                const tensor<R>& z, bool z_on, std::index_sequence<K...>) {
+  constexpr std::size_t n = sizeof...(K);
   auto term = [&](auto k) {
-    const auto& m = on[k] ? hana::at(ms, k) : hana::at(offs, k);
-    using M = std::remove_cvref_t<decltype(m)>;
-    using V = value_t<M>;
-    return expr_node<ops::gate, M, scalar_expr<V>>(std::in_place, m,
-                                                   scalar_expr<V>(on[k] ? V(1) : V(0)));
+    if constexpr (decltype(k)::value == n) {
+      return expr_node<ops::gate, tensor<R>, scalar_expr<R>>(
+          std::in_place, z_on ? z : materialize_off(z), scalar_expr<R>(z_on ? R(1) : R(0)));
+    } else {
+      const auto& m = on[k] ? slot<decltype(k)::value>(ms) : slot<decltype(k)::value>(offs);
+      using M = std::remove_cvref_t<decltype(m)>;
+      using V = value_t<M>;
+      return expr_node<ops::gate, M, scalar_expr<V>>(std::in_place, m,
+                                                     scalar_expr<V>(on[k] ? V(1) : V(0)));
+    }
   };
-  using gated_z = expr_node<ops::gate, tensor<R>, scalar_expr<R>>;
-  const auto terms = hana::make_tuple(
-      term(hana::size_c<K>)...,
-      gated_z(std::in_place, z_on ? z : materialize_off(z), scalar_expr<R>(z_on ? R(1) : R(0))));
-  return balanced_sum<0, sizeof...(K) + 1>(terms);
+  return balanced_sum<0, n + 1>(term);
 }
 
 template <direction Dir, element T, class... G>
@@ -221,16 +225,22 @@ auto materialize(const adjoint_node<Dir, T, G...>& n) {
   constexpr std::size_t N = sizeof...(G);
   static_assert(Dir == direction::to_wrt || N == 1,
                 "kiln: internal: a transposed adjoint carries one route");
-  const auto offs = hana::transform(n.routes, [](const auto& r) {
-    using M = std::remove_cvref_t<decltype(materialize(r.g))>;
-    return M(materialize_off(r.g));
+  // Each route's off form and its materialized adjoint, each built in place (pack.hpp).
+  const auto offs = hana::unpack(n.routes, [](const auto&... r) {
+    return pack<std::remove_cvref_t<decltype(materialize(r.g))>...>{
+        {std::remove_cvref_t<decltype(materialize(r.g))>(materialize_off(r.g))}...};
   });
-  // (A route that is not its tensor is never switched on: its off form stands in.)
-  const auto ms = hana::zip_with(
-      [](const auto& r, const auto& off) {
-        return r.kind == route_kind::none ? off : detail::evaluate_leaf_copy(materialize(r.g));
-      },
-      n.routes, offs);
+  const auto ms = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto one = [&](auto k) {
+      const auto& r = hana::at(n.routes, k);
+      using M = std::remove_cvref_t<decltype(slot<decltype(k)::value>(offs))>;
+      // (A route that is not its tensor is never switched on: its off form stands in.)
+      if (r.kind == route_kind::none) return M(slot<decltype(k)::value>(offs));
+      return M(detail::materialized_value(r.g));
+    };
+    return pack<decltype(one(hana::size_c<K>))...>{{one(hana::size_c<K>)}...};
+  }
+  (std::make_index_sequence<N>{});
   // What the loop below needs of each route, none of it typed by the route: the loop is
   // then one piece of code, not one per route.
   std::array<route_kind, N> kinds{};
@@ -363,7 +373,9 @@ template <direction Dir, element T, class... G>
 auto materialize_off(const adjoint_node<Dir, T, G...>& n) {
   using R = value_t<adjoint_node<Dir, T, G...>>;
   constexpr std::size_t N = sizeof...(G);
-  const auto ms = hana::transform(n.routes, [](const auto& r) { return materialize_off(r.g); });
+  const auto ms = hana::unpack(n.routes, [](const auto&... r) {
+    return pack<decltype(materialize_off(r.g))...>{{materialize_off(r.g)}...};
+  });
   return gated_sum<R>(ms, ms, std::array<bool, N>{}, scalar_zero<R>(n.wrt.device()), false,
                       std::make_index_sequence<N>{});
 }

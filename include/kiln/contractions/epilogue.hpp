@@ -252,8 +252,8 @@ tensor<R> shared_product(const contraction& c, const Ma& a, const Mb& b, const k
 template <class A, class B>
 auto product_result(const matmul_node<A, B>& n, product_context* ctx, bool defer) {
   using R = value_t<matmul_node<A, B>>;
-  const auto a = evaluate_leaf_copy(materialize(n.a));
-  const auto b = evaluate_leaf_copy(materialize(n.b));
+  const auto a = materialized_value(n.a);
+  const auto b = materialized_value(n.b);
   using Ma = std::remove_cvref_t<decltype(a)>;
   using Mb = std::remove_cvref_t<decltype(b)>;
   const kiln::device where = device_of(a);

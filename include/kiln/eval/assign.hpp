@@ -305,10 +305,15 @@ KILN_STATEMENT tensor<T> construct(const E& e) {
   return r;
 }
 
-// Copies what materialize returned (a leaf reference or a new node) into a value.
+// materialize(e) as a value: a copy where it gives a reference (e itself, or a leaf of it),
+// else the new node as materialize made it (not moved into another).
 template <class E>
-std::remove_cvref_t<E> evaluate_leaf_copy(E&& e) {
-  return std::forward<E>(e);
+auto materialized_value(const E& e) {
+  using M = decltype(materialize(e));
+  if constexpr (std::is_reference_v<M>)
+    return std::remove_cvref_t<M>(materialize(e));
+  else
+    return materialize(e);
 }
 
 template <class E>
@@ -352,7 +357,7 @@ decltype(auto) materialized(const E& e) {
   if constexpr (plain_tree<E>)
     return (e);
   else
-    return evaluate_leaf_copy(materialize(e));
+    return materialized_value(e);
 }
 } // namespace detail
 
