@@ -132,7 +132,9 @@ TEST_CASE("grad through reductions over axes", "[grad]") {
                  kiln::sum(kiln::prod(x, 1) * w) + kiln::mean(kiln::sin(x)) +
                  kiln::sum(x + kiln::sum(x * x, 0, true)); // a reduction used broadcast
   auto [dx] = kiln::grad(f, x);
-  check_close(values(dx), fd_grad(f, x), tol, "sum, mean, max, min, prod");
+  // max and min have kinks where two elements tie: random elements within a step of one
+  // another (a few seeds in a hundred) make the differences there meaningless, not kiln.
+  grad_test::check_close_where_smooth(values(dx), f, x, tol, "sum, mean, max, min, prod");
   // Ties of max split the adjoint evenly.
   const auto t = grad_test::from({1.0, 3.0, 3.0, 2.0}, {4});
   auto [dt] = kiln::grad(kiln::max(t) * 2.0, t);
