@@ -44,6 +44,14 @@ inline dtype wide_dtype(dtype value, bool has_f64) {
 
 namespace detail {
 
+// Which dims of an input of rank `rank` a reduction over `over` folds (an axis out of range,
+// or one given twice, is an error naming the reduction), and the shape it leaves of `in`.
+// Compiled once with the core (kiln/linkage.hpp): the same code for every reduction node.
+KILN_CORE_INLINE std::array<bool, max_rank> reduction_mask(const kiln::axes& over, int rank,
+                                                            const char* op);
+KILN_CORE_INLINE kiln::shape reduced_shape(const kiln::shape& in, const kiln::axes& over,
+                                           bool keepdims, const char* op);
+
 // How many run-time parameters R takes (a custom reduction's `params`; 0 for most).
 template <class R>
 constexpr int param_count_of() {
@@ -94,15 +102,7 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
 
   // Which input dims are folded (validated against the input's rank).
   std::array<bool, max_rank> mask(int rank) const {
-    std::array<bool, max_rank> m{};
-    if (over.everything) m.fill(true);
-    for (auto a : over.list) {
-      const int d = normalize_axis(a, rank, R::name);
-      if (m[d] && !over.everything)
-        throw error(R::name, "axis repeated", "axis " + std::to_string(a));
-      m[d] = true;
-    }
-    return m;
+    return detail::reduction_mask(over, rank, R::name);
   }
   const kiln::shape& result_shape() const { return out_shape; }
   // The number of input elements folded into each output.
@@ -118,15 +118,7 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
 private:
   kiln::shape make_shape() const {
     detail::require_operand(expr, R::name);
-    const kiln::shape& s = shape_of(expr);
-    const auto m = mask(s.size());
-    kiln::shape r;
-    for (int d = 0; d < s.size(); ++d)
-      if (!m[d])
-        r.push_back(s[d]);
-      else if (keepdims)
-        r.push_back(1);
-    return r;
+    return detail::reduced_shape(shape_of(expr), over, keepdims, R::name);
   }
 
 public:
@@ -188,3 +180,7 @@ inline constexpr reduction_info reduction_info_of{
     return ::kiln::reduce_node<R, std::remove_cvref_t<X>>(std::forward<X>(x), std::move(over),     \
                                                           keepdims);                               \
   }
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/reductions/define_impl.hpp"
+#endif
