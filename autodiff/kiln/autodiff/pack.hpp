@@ -4,26 +4,25 @@
 // adjoint trees autodiff builds are deep, and their nodes' moves are calls (with a
 // destructor each on every path out): a hana tuple made per level of the tree and
 // flattened, or made by hana::transform, cost one or two of them per element per level.
+// Its slots are an expression node's (expr.hpp), without the node's constructor.
+#include "kiln/expr.hpp"
+
 #include <cstddef>
 #include <utility>
 
 namespace kiln::autodiff {
 
-template <std::size_t I, class T>
-struct pack_slot {
-  T v;
-};
 template <class Seq, class... T>
 struct pack_of;
 template <std::size_t... I, class... T>
-struct pack_of<std::index_sequence<I...>, T...> : pack_slot<I, T>... {};
+struct pack_of<std::index_sequence<I...>, T...> : detail::child_slot<I, T>... {};
 template <class... T>
 using pack = pack_of<std::index_sequence_for<T...>, T...>;
 
 // Element J of a pack.
-template <std::size_t J, class T>
-const T& slot(const pack_slot<J, T>& s) {
-  return s.v;
+template <std::size_t J, class P>
+const auto& slot(const P& p) {
+  return detail::slot_value<J>(p);
 }
 
 } // namespace kiln::autodiff

@@ -48,7 +48,7 @@ namespace detail {
 // or one given twice, is an error naming the reduction), and the shape it leaves of `in`.
 // Compiled once with the core (kiln/linkage.hpp): the same code for every reduction node.
 KILN_CORE_INLINE std::array<bool, max_rank> reduction_mask(const kiln::axes& over, int rank,
-                                                            const char* op);
+                                                           const char* op);
 KILN_CORE_INLINE kiln::shape reduced_shape(const kiln::shape& in, const kiln::axes& over,
                                            bool keepdims, const char* op);
 

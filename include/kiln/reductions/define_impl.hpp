@@ -8,7 +8,7 @@
 namespace kiln::detail {
 
 KILN_CORE_INLINE std::array<bool, max_rank> reduction_mask(const kiln::axes& over, int rank,
-                                                            const char* op) {
+                                                           const char* op) {
   std::array<bool, max_rank> m{};
   if (over.everything) m.fill(true);
   for (auto a : over.list) {
