@@ -312,15 +312,6 @@ void visit_devices(const expand_node<G>& n, F&& f) {
   visit_devices(n.g, f);
 }
 
-// Which dims of shape `in` a reduction over `over` folds.
-inline std::array<bool, max_rank> folded(const kiln::axes& over, int rank, const char* op) {
-  std::array<bool, max_rank> m{};
-  if (over.everything) m.fill(true);
-  for (auto a : over.list)
-    m[normalize_axis(a, rank, op)] = true;
-  return m;
-}
-
 template <class G>
 tensor<value_t<G>> materialize(const expand_node<G>& n) {
   using V = value_t<G>;
@@ -329,7 +320,8 @@ tensor<value_t<G>> materialize(const expand_node<G>& n) {
                                   layout::contiguous(n.out), unused);
   if (n.keepdims) return t;
   layout l = t.layout();
-  const auto m = folded(n.over, n.in.size(), "grad");
+  // The reduction's own mask (its axes were checked when the reduction was built).
+  const auto m = detail::reduction_mask(n.over, n.in.size(), "grad");
   for (int d = 0; d < n.in.size(); ++d)
     if (m[d]) l = views::unsqueeze(l, d);
   return tensor<value_t<G>>(t.storage(), l);
