@@ -46,6 +46,8 @@ public:
     check_rank(n_ + 1);
     d_[static_cast<std::size_t>(n_++)] = v;
   }
+  // For a rank known to fit.
+  void push_back_unchecked(T v) noexcept { d_[static_cast<std::size_t>(n_++)] = v; }
   void insert(int pos, T v) {
     check_rank(n_ + 1);
     for (int i = n_; i > pos; --i)
@@ -95,6 +97,7 @@ private:
   }
   std::array<T, max_rank> d_{};
   int n_ = 0;
+  int pad_ = 0; // no hole at the end (kiln/linkage.hpp)
 };
 
 using shape = small_dims<std::int64_t>;

@@ -25,9 +25,10 @@ struct range {
 struct axes {
   small_dims<std::int64_t> list;
   bool everything = true;
-  // Calls where a reduction is written, not inlined code.
-  KILN_STATEMENT axes() {}
-  KILN_STATEMENT axes(std::int64_t a) : list{a}, everything(false) {}
+  // Inline: a few stores. Out of line, the call took the temporary's address, and g++'s
+  // points-to analysis then counted it at every call of the function that wrote it.
+  axes() noexcept {}
+  axes(std::int64_t a) noexcept : everything(false) { list.push_back_unchecked(a); }
   KILN_STATEMENT axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
 };
 // `all` keeps a whole dim when indexing; called, it is the all() reduction (reduce.hpp).

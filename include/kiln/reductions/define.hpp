@@ -78,14 +78,16 @@ template <class R, class E>
 struct reduce_node : expression_base<reduce_node<R, E>> {
   using value_type = typename R::template result<value_t<E>>;
   using reduction = R;
-  E expr;
-  kiln::axes over;
-  bool keepdims;
   // The result shape is computed, and the axes checked, when the node is built: an axis
-  // error is raised at the reduction that causes it.
+  // error is raised at the reduction that causes it. The shape first, from the operands
+  // before they are moved in; keepdims in the tail of `over`: no holes (kiln/linkage.hpp).
+  kiln::shape out_shape;
+  E expr;
+  [[no_unique_address]] kiln::axes over;
+  bool keepdims;
   [[no_unique_address]] detail::reduce_params<detail::param_count_of<R>()> q;
   reduce_node(E e, kiln::axes a, bool k, std::span<const double> params = {})
-      : expr(std::move(e)), over(std::move(a)), keepdims(k), out_shape(make_shape()) {
+      : out_shape(make_shape(e, a, k)), expr(std::move(e)), over(std::move(a)), keepdims(k) {
     constexpr int n = detail::param_count_of<R>();
     if (params.size() != std::size_t(n))
       throw error(R::name, "the reduction takes another number of run-time parameters",
@@ -116,13 +118,10 @@ struct reduce_node : expression_base<reduce_node<R, E>> {
   }
 
 private:
-  kiln::shape make_shape() const {
-    detail::require_operand(expr, R::name);
-    return detail::reduced_shape(shape_of(expr), over, keepdims, R::name);
+  static kiln::shape make_shape(const E& e, const kiln::axes& a, bool k) {
+    detail::require_operand(e, R::name);
+    return detail::reduced_shape(shape_of(e), a, k, R::name);
   }
-
-public:
-  kiln::shape out_shape; // after the members make_shape reads
 };
 template <class R, class E>
 struct is_expression_type<reduce_node<R, E>> : std::true_type {};
