@@ -12,8 +12,8 @@
 # checksums must agree with xtensor's and Eigen's, and the gradients with their closed form.
 #
 # kiln programs: where the CMake project has a `kiln_runtime` target (the device runtime
-# compiled once per program), it is built once in build/build_time (timed on its own line) and
-# each program links it; without one, kiln programs are compiled header-only, as a user
+# compiled once per program), it is built once in build/build_time-<compiler> (timed on its
+# own line) and each program links it; without one, kiln programs are compiled header-only, as a user
 # without CMake would. Override with KILN_RUNTIME=header-only, or =path/to/libkiln_runtime.a;
 # KILN_FLAGS (default: kiln's include roots, and -DKILN_COMPILED_CORE with the runtime) and
 # KILN_LIBS (default: the runtime, -ldl -pthread) replace what kiln programs are compiled and
@@ -63,10 +63,14 @@ read -r -a eigen_flags <<<"$(pkg-config --cflags eigen3 2>/dev/null || echo -I/u
 runtime_line=
 kiln_runtime=${KILN_RUNTIME:-auto}
 if [[ $kiln_runtime == auto ]]; then
-  bt="$repo/build/build_time"
+  bt="$repo/build/build_time-$(basename "$cxx")" # one per compiler: a CMake cache holds one
   cmake -S "$repo" -B "$bt" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF \
-    -DKILN_BUILD_EXAMPLES=OFF -DCMAKE_CXX_COMPILER="$(command -v "$cxx")" >"$out/cmake.log" 2>&1 ||
+    -DKILN_BUILD_EXAMPLES=OFF -DCMAKE_CXX_COMPILER="$(command -v "$cxx")" \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >"$out/cmake.log" 2>&1 ||
     { cat "$out/cmake.log" >&2 && exit 1; }
+  # The compiler options kiln::kiln adds for this compiler (clang<20's -mllvm workaround,
+  # CMakeLists.txt), read off the runtime's compile command, which has them too.
+  package_flags=$({ grep -o -e '-mllvm [^ "]*' "$bt/compile_commands.json" || true; } | sort -u | tr '\n' ' ')
   # Captured first: grep -q would stop reading, and ninja's SIGPIPE fail the pipeline.
   targets=$(ninja -C "$bt" -t targets all 2>/dev/null || true)
   if grep -q '^kiln_runtime:' <<<"$targets"; then
@@ -92,7 +96,7 @@ fi
 default_flags="-I$repo/include -I$repo/jit -I$repo/kernels -I$repo/autodiff"
 # Linked with the runtime, as kiln::kiln compiles a program: kiln's non-template functions
 # are in the library too (include/kiln/linkage.hpp).
-[[ $kiln_runtime == header-only ]] || default_flags+=" -DKILN_COMPILED_CORE"
+[[ $kiln_runtime == header-only ]] || default_flags+=" -DKILN_COMPILED_CORE ${package_flags:-}"
 read -r -a kiln_flags <<<"${KILN_FLAGS:-$default_flags}"
 read -r -a kiln_libs <<<"${KILN_LIBS:-$default_libs}"
 
@@ -153,6 +157,7 @@ header() { # the lines every report starts with
   fi
   echo "- kiln: $commit"
   echo "- $runtime_line"
+  [[ -z ${package_flags:-} ]] || echo "- kiln::kiln's options for this compiler, used here too: $package_flags"
 }
 
 if [[ $statements == yes ]]; then
