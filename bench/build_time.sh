@@ -13,9 +13,10 @@
 #
 # kiln programs: where the CMake project has a `kiln_runtime` target (the device runtime
 # compiled once per program), it is built once in build/build_time-<compiler> (timed on its
-# own line) and each program links it; without one, kiln programs are compiled header-only, as a user
-# without CMake would. Override with KILN_RUNTIME=header-only, or =path/to/libkiln_runtime.a;
-# KILN_FLAGS (default: kiln's include roots, and -DKILN_COMPILED_CORE with the runtime) and
+# own line) and each program links it; without one, kiln programs are compiled header-only,
+# as a user without CMake would. Override with KILN_RUNTIME=header-only, or
+# =path/to/libkiln_runtime.a; KILN_FLAGS (default: kiln's include roots, and, with the
+# runtime, -DKILN_COMPILED_CORE and the options kiln::kiln adds for the compiler) and
 # KILN_LIBS (default: the runtime, -ldl -pthread) replace what kiln programs are compiled and
 # linked with.
 #
