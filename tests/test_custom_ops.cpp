@@ -266,7 +266,13 @@ TEST_CASE("custom op: its derivative rule against finite differences, first and 
     want2[std::size_t(i)] = grad_test::fd1(
         [](double v) { return 1 / ((1 + std::fabs(v)) * (1 + std::fabs(v))); }, xv[std::size_t(i)]);
   }
-  grad_test::check_close(got, want, 1e-6, "softsign d/dx");
+  // Within a step of 0, the differences straddle the kink of |x| (where the second
+  // derivative jumps): their error there is 1e-5, not the rule's. Those points are left out.
+  std::vector<double> g1, e1;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(xv[std::size_t(i)]) > 1e-2)
+      g1.push_back(got[std::size_t(i)]), e1.push_back(want[std::size_t(i)]);
+  grad_test::check_close(g1, e1, 1e-6, "softsign d/dx");
   // Second order: the derivative of sum(d softsign / dx), through the rule's expression.
   auto [d1] = kiln::grad(kiln::sum(mylib::softsign(x)), x);
   auto [d2] = kiln::grad(kiln::sum(d1), x);

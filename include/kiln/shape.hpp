@@ -46,8 +46,6 @@ public:
     check_rank(n_ + 1);
     d_[static_cast<std::size_t>(n_++)] = v;
   }
-  // For a rank known to fit.
-  void push_back_unchecked(T v) noexcept { d_[static_cast<std::size_t>(n_++)] = v; }
   void insert(int pos, T v) {
     check_rank(n_ + 1);
     for (int i = n_; i > pos; --i)

@@ -28,7 +28,7 @@ struct axes {
   // Inline: a few stores. Out of line, the call took the temporary's address, and g++'s
   // points-to analysis then counted it at every call of the function that wrote it.
   axes() noexcept {}
-  axes(std::int64_t a) noexcept : everything(false) { list.push_back_unchecked(a); }
+  axes(std::int64_t a) : everything(false) { list.push_back(a); } // rank 1: no check left
   KILN_STATEMENT axes(std::initializer_list<std::int64_t> l) : list(l), everything(false) {}
 };
 // `all` keeps a whole dim when indexing; called, it is the all() reduction (reduce.hpp).
