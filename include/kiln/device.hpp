@@ -23,7 +23,7 @@ public:
   // Parses and checks that the device is usable here (defined in backend.hpp); errors
   // name `op` ("device", or "KILN_DEVICE" for the environment's default).
   explicit device(std::string_view spec, const std::string& op = "device");
-  device(device_kind k, int index) : index_(index), kind_(k) {}
+  device(device_kind k, int index) : kind_(k), index_(index) {}
 
   device_kind kind() const noexcept { return kind_; }
   int index() const noexcept { return index_; }
@@ -36,8 +36,8 @@ private:
   // no sign, no "vulkan" without an index. A lenient parse read "vulkan: 0" and
   // "vulkan:4294967296" as vulkan:0.
   static KILN_CORE_INLINE device parse(std::string_view spec, const std::string& op);
-  int index_ = 0; // first: no hole between the two (kiln/linkage.hpp)
   device_kind kind_ = device_kind::host;
+  int index_ = 0;
 };
 
 // The error of an op whose operand lives on `operand` while its target is on `target`.
