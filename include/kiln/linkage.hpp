@@ -27,7 +27,7 @@
 // over 40 functions with g++ 12 (`bench/build_time.sh --statements`). Inside the call
 // everything inlines as before.
 //
-// The values a statement leaves in its caller (nodes, views, shapes, axes, devices) are
-// laid out without holes: g++'s points-to analysis splits a struct into one variable per
-// run of contiguous fields, so a hole doubled what a reduction node cost it there.
+// The values a statement leaves in its caller (nodes, views, shapes, axes) are laid out
+// without holes: g++'s points-to analysis splits a struct into one variable per run of
+// contiguous fields, and a reduction node with three holes cost it four there.
 #define KILN_STATEMENT [[gnu::noinline]]
