@@ -16,9 +16,9 @@
 # own line) and each program links it; without one, kiln programs are compiled header-only,
 # as a user without CMake would. Override with KILN_RUNTIME=header-only, or
 # =path/to/libkiln_runtime.a; KILN_FLAGS (default: kiln's include roots, and, with the
-# runtime, -DKILN_COMPILED_CORE and the options kiln::kiln adds for the compiler) and
-# KILN_LIBS (default: the runtime, -ldl -pthread) replace what kiln programs are compiled and
-# linked with.
+# runtime, -DKILN_COMPILED_CORE, plus, when it builds the runtime itself, the options
+# kiln::kiln adds for the compiler) and KILN_LIBS (default: the runtime, -ldl -pthread)
+# replace what kiln programs are compiled and linked with.
 #
 # --statements replaces all of the above with the many-statements case: a program of N blocks
 # of kiln statements (views, broadcasts, where, math, reductions; each block in f64 on the
