@@ -116,7 +116,11 @@ struct gelu : op_base {
   static constexpr bool simd_for = detail::is_simd_float<T>;
   template <class B>
   static B simd(const B& x) {
-    return edges::times_tail(x, B(0.5) * edges::simd_erfc(-x * B(edges::sqrt_half)));
+    // f32: the tail's product formed with erfc's own rounding (no subnormal multiplies).
+    if constexpr (std::is_same_v<typename B::value_type, float>)
+      return erfc_f32::erfc_times(-x * B(float(edges::sqrt_half)), B(0.5f) * x);
+    else
+      return edges::times_tail(x, B(0.5) * edges::simd_erfc(-x * B(edges::sqrt_half)));
   }
   // d gelu = (Phi(x) + x phi(x)) dx.
   struct derivative {

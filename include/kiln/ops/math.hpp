@@ -8,6 +8,7 @@
 #include "kiln/ops/erfc_f32.hpp"
 #include "kiln/ops/rules.hpp"
 #include "kiln/ops/trig.hpp"
+#include "kiln/ops/underflow.hpp"
 
 #include <cmath>
 #include <limits>
@@ -39,16 +40,26 @@ constexpr lanes_t<B> exp_inf = std::is_same_v<lanes_t<B>, float> ? 88.73f : 709.
 // xsimd's exp gives NaN for them). Lanes beyond it are sorted out apart: the heavy
 // expression of bench/elementwise.cpp at 2^16 was faster in 7 of 8 alternating pairs than
 // with the select and four compares on every batch (medians 251 -> 227 us; noisy VM).
+// Gradual underflow is formed scaled and rounded once (underflow.hpp), without the
+// subnormal multiplies that cost a microcode assist each; the band below overflow is the C
+// library's.
 template <class B>
 [[gnu::noinline, gnu::cold]] B exp_edges(const B& r, const B& x) {
+  B out = xsimd::select(x <= B(exp_zero<B>), B(0), r);
+  const auto band = x < B(-exp_safe<B>) && x > B(exp_zero<B>);
+  if (xsimd::any(band))
+    out = xsimd::select(band,
+                        underflow::scale_down<64>(underflow::exp_scaled<64>(
+                            xsimd::min(xsimd::max(x, B(exp_zero<B>)), B(-exp_safe<B>)))),
+                        out);
   return kiln::detail::scalar_lanes(
-      xsimd::select(x <= B(exp_zero<B>), B(0), r),
-      (x < B(-exp_safe<B>) && x > B(exp_zero<B>)) || (x > B(exp_safe<B>) && x < B(exp_inf<B>)),
-      [](lanes_t<B> v) { return std::exp(v); }, x);
+      out, x > B(exp_safe<B>) && x < B(exp_inf<B>), [](lanes_t<B> v) { return std::exp(v); }, x);
 }
 template <class B>
 B simd_exp(const B& x) {
-  const B r = xsimd::exp(x);
+  // Clamped at the safe domain's lower end (x86's max gives its second operand, x, for a
+  // NaN): xsimd's exp of x just beyond it builds a subnormal, at the cost of an assist.
+  const B r = xsimd::exp(xsimd::max(B(-exp_safe<B>), x));
   if (xsimd::any(xsimd::abs(x) > B(exp_safe<B>))) [[unlikely]]
     return exp_edges(r, x);
   return r;
