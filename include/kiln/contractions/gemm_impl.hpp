@@ -20,6 +20,11 @@ KILN_CORE_INLINE gemm_counts& host_gemm_counts() {
   return c;
 }
 
+KILN_CORE_INLINE std::int64_t gemm_l2_bytes() {
+  static const std::int64_t l2 = gemm_detail::cache_size(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
+  return l2;
+}
+
 KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr) {
   static const std::int64_t l1 = gemm_detail::cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10),
                             l2 = gemm_detail::cache_size(_SC_LEVEL2_CACHE_SIZE, 512 << 10),

@@ -117,6 +117,8 @@ KILN_CORE_INLINE gemm_counts& host_gemm_counts();
 
 // The blocking the kernel uses for T when none is given, from the caches' sizes.
 KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr);
+// The bytes of one core's L2 cache (what a fused product's strip should fit in).
+KILN_CORE_INLINE std::int64_t gemm_l2_bytes();
 
 } // namespace kiln::detail
 
