@@ -12,7 +12,10 @@
 #include "metal_support.hpp"
 #include "tune_support.hpp"
 
+#include <filesystem>
 #include <optional>
+#include <set>
+#include <unistd.h>
 
 namespace {
 
@@ -436,14 +439,16 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
     const std::uint64_t p0 = provided;
     const product want = reference(read(a), read(b));
     kiln::tensor<float> c = kiln::zeros<float>(want.shape).to(*dev);
-    tune::launch_hook probe; // (kiln's own launches: none)
+    tune::launch_hook probe; // (kiln's own launches: none; the product's choice of provider)
     {
       const kiln::detail::hook_scope scope(probe);
       c = kiln::matmul(a, b);
     }
     INFO(what);
     CHECK(provided - p0 == 1);
-    CHECK(probe.seen.empty());
+    REQUIRE(probe.seen.size() == 1);
+    CHECK(probe.seen[0].sp->family() == "matmul");
+    CHECK(probe.seen[0].sp->defaults()[tune::mm::provider] == 1);
     check(c, want, what);
   }
   // Empty products and K = 0 stay kiln's (nothing to store, or zeros), whatever the library
@@ -543,9 +548,63 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
       want.v[e] = std::max(0.0, want.v[e] + bv2.v[e % s]), want.scale[e] += std::fabs(bv2.v[e % s]);
     kiln::tensor<float> y2 = kiln::zeros<float>({s, s}).to(*dev);
     const std::uint64_t p0 = provided;
-    auto fam = families_of([&] { y2 = kiln::relu(kiln::matmul(x2, w2) + b2); });
-    CHECK(fam == std::vector<std::string>{"elementwise"});
+    auto fused = [&] { y2 = kiln::relu(kiln::matmul(x2, w2) + b2); };
+    // The fused kernel's choice (the library), the plain product's (the library), the pass.
+    const auto sites = tune_test::launches_of(fused);
+    std::vector<std::string> fam;
+    for (const auto& site : sites)
+      fam.push_back(site.sp->family());
+    CHECK(fam == std::vector<std::string>{"matmul", "matmul", "elementwise"});
     CHECK(provided - p0 == 1);
     check(y2, want, "fused past the bound, automatic");
+    // The matmul family's `provider` chooses per kernel: forced to 0 on the fused kernel,
+    // kiln's kernel computes the product and its epilogue (one launch, no library call);
+    // its one configuration for the library (the default tile) is what the rule picks.
+    const tune::space& sp = *sites[0].sp;
+    std::size_t by_library = 0;
+    for (const auto& cfg : sp.legal())
+      by_library += cfg[tune::mm::provider] == 1;
+    CHECK(by_library == 1);
+    CHECK(sp.defaults()[tune::mm::provider] == 1);
+    tune::config kiln_kernel = sp.defaults();
+    kiln_kernel[tune::mm::provider] = 0;
+    const std::uint64_t p1 = provided;
+    y2 = kiln::zeros<float>({s, s}).to(*dev);
+    tune_test::forced(sites[0], kiln_kernel, [&] { return (fused(), 0); });
+    CHECK(provided == p1);
+    check(y2, want, "fused past the bound, provider forced to kiln's kernel");
+    // kiln::tune measures both: the library's product with its pass, and kiln's kernel.
+    const std::string db = std::filesystem::temp_directory_path().string() + "/kiln-cublas-tune-" +
+                           std::to_string(::getpid()) + ".kdb";
+    std::filesystem::remove(db);
+    kiln::tune_options o;
+    o.db = db;
+    o.budget_seconds = 30;
+    o.max_configs = 3;
+    const kiln::tune_report r = kiln::tune([&] { return (fused(), y2); }, o);
+    CHECK(r.family == "matmul");
+    CHECK(r.result.rejected == 0);
+    std::set<std::int64_t> measured;
+    for (const auto& rec : tune::database(db).records())
+      if (rec.kind == 'm' && rec.status == "ok")
+        if (const auto c = sp.parse(rec.config)) measured.insert((*c)[tune::mm::provider]);
+    CHECK(measured == std::set<std::int64_t>{0, 1});
+    std::filesystem::remove(db);
+  }
+  // Below the bound, forced to 1: the library's product, then the epilogue as a pass.
+  {
+    const auto sites = tune_test::launches_of([&] { y = kiln::relu(kiln::matmul(x, w) + bias); });
+    REQUIRE(sites.size() == 1);
+    CHECK(sites[0].sp->defaults()[tune::mm::provider] == 0);
+    tune::config library = sites[0].sp->defaults();
+    library[tune::mm::provider] = 1;
+    const std::uint64_t p0 = provided;
+    y = kiln::zeros<float>({40, 50}).to(*dev);
+    tune_test::forced(sites[0], library, [&] {
+      y = kiln::relu(kiln::matmul(x, w) + bias);
+      return 0;
+    });
+    CHECK(provided - p0 == 1);
+    check(y, relu_xw, "fused, provider forced to the library");
   }
 }

@@ -133,7 +133,7 @@ int list(const args& a) {
   std::printf("\n");
   print_space(be.reduction_space());
   std::printf("\n");
-  print_space(be.matmul_space());
+  print_space(be.matmul_space(true, be.has_gemm_provider() ? 0 : -1));
   std::printf("\nhost: %s\n\n", kiln::jit::tune::host_identity().c_str());
   print_space(kiln::jit::tune::host_tuning_space());
   std::printf("\n");

@@ -271,6 +271,10 @@ struct device_contraction {
   // size.
   std::int64_t whole_k = 0;
   bool parts_first = false;
+  // Whether the device's vendor library could compute this product instead (then its
+  // epilogue, if any, as a pass), and what the default rule picks: -1 it could not, 0 kiln's
+  // kernel, 1 the library. The matmul family's `provider` chooses between them.
+  int provider_rule = -1;
 };
 
 // A plain product for a vendor library (cuBLAS on CUDA): C = A B over `batch` matrices
@@ -308,6 +312,10 @@ public:
   // How many parts this product's K is cut into, as chosen for its kernel (the matmul
   // family's `split`): 0 for the rule, 1 for none, -1 where the kernel declines the product.
   virtual std::int64_t contract_parts(const device_contraction&) { return 0; }
+  // Whether this product goes to the vendor library (1) or kiln's kernel (0), as chosen for
+  // its kernel (the matmul family's `provider`; the rule where nothing is tuned); -1 where
+  // the library cannot take it (provider_rule -1).
+  virtual int contract_provider(const device_contraction& c) { return c.provider_rule; }
   // Runs a plain product by the device's vendor library and says true, or says false having
   // done nothing (no such library, or not for this product); with `ask`, says only whether
   // it would.

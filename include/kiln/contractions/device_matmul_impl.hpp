@@ -130,26 +130,30 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
   };
   map(el, left, fl, true);
   map(er, right, fr, false);
-  // A plain product by the device's vendor library where one is loaded (blas_use: always, or
-  // automatic without an epilogue or past provider_fused_least). An epilogue that only stores
-  // the product into one target (`c = einsum(...)`) is none: the library stores it there.
-  // Another epilogue's fusion is declined: the library's product, then the epilogue's pass.
+  // A plain product may go to the device's vendor library where one is loaded: with
+  // blas_use always, or automatic as the matmul family's `provider` chooses for this kernel
+  // (the rule where nothing is tuned: plain products, and fused ones past
+  // provider_fused_least). An epilogue that only stores the product into one target
+  // (`c = einsum(...)`) is none: the library stores it there. Another epilogue's fusion is
+  // declined: the library's product, then the epilogue's pass.
   const flat_leaf* stored = stored_as_is(epilogue, out, out_offset, result, s, mapped);
   const bool fused = epilogue && !stored;
-  if (const blas_use use = current_blas_use();
-      use == blas_use::always ||
-      (use == blas_use::automatic &&
-       (!fused || s.batch_count() * s.m * s.n * s.k >= provider_fused_least)))
-    if (const auto g =
-            plain_device_gemm(acc, result, stored ? *stored->storage : out,
-                              stored ? stored->layout->offset : out_offset, s, el, er, mapped)) {
-      if (fused) {
-        if (ex.provider_gemm(*g, true)) return false;
-      } else if (ex.provider_gemm(*g)) {
-        device_products_provided().fetch_add(1, std::memory_order_relaxed);
-        return true;
-      }
-    }
+  const blas_use use = current_blas_use();
+  std::optional<device_gemm> g;
+  if (use != blas_use::never)
+    g = plain_device_gemm(acc, result, stored ? *stored->storage : out,
+                          stored ? stored->layout->offset : out_offset, s, el, er, mapped);
+  const bool library = g && ex.provider_gemm(*g, true);
+  // The library's product: false (the fusion declined) with a fused epilogue; an unforeseen
+  // refusal leaves it to kiln's kernel (nullopt).
+  auto by_library = [&]() -> std::optional<bool> {
+    if (fused) return false;
+    if (!ex.provider_gemm(*g)) return std::nullopt;
+    device_products_provided().fetch_add(1, std::memory_order_relaxed);
+    return true;
+  };
+  if (library && use == blas_use::always)
+    if (const auto r = by_library()) return *r;
   kiln::shape extents = s.batch;
   extents.push_back(s.m);
   extents.push_back(s.n);
@@ -243,8 +247,14 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
     dc.whole_k = part ? s.k : 0;
     return dc;
   };
-  const device_contraction whole = described(extents, nb, lt.inputs, strides, targets,
-                                             target_offsets, target_strides, result, false, false);
+  device_contraction whole = described(extents, nb, lt.inputs, strides, targets, target_offsets,
+                                       target_strides, result, false, false);
+  if (library && use == blas_use::automatic) {
+    whole.provider_rule =
+        !fused || s.batch_count() * s.m * s.n * s.k >= provider_fused_least ? 1 : 0;
+    if (ex.contract_provider(whole) == 1)
+      if (const auto r = by_library()) return *r;
+  }
   // Split-K: the kernel's tuned `split`, or the rule (with an epilogue, the rule alone: a
   // fused kernel the rule declines is not a site a tuner should see). A product asked about
   // is then launched, whole or in parts (contract takes the choice it was asked for).

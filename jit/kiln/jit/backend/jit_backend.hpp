@@ -12,6 +12,7 @@
 #include "kiln/jit/pipeline/reduce_spec.hpp"
 #include "kiln/jit/tune/families.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -45,7 +46,6 @@ public:
   void reduce(const device_reduction& r) override;
   bool contract(const device_contraction& c) override;
   std::int64_t concurrent_groups() const override;
-  std::int64_t contract_parts(const device_contraction& c) override;
   bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const override;
 
   // Whether a hand-written kernel is registered for this reduction on this kind of device:
@@ -101,11 +101,18 @@ public:
     std::call_once(spaces_once_, [&] { make_spaces(); });
     return *reduction_;
   }
-  // (`splits`: with the split-K parameter's values: for products a split may help.)
-  const tune::space& matmul_space(bool splits = true) {
+  // (`splits`: with the split-K parameter's values, for products a split may help;
+  // `provider_rule` as device_contraction's: -1, or the rule's pick between kiln's kernel and
+  // the vendor library.)
+  const tune::space& matmul_space(bool splits = true, int provider_rule = -1) {
     std::call_once(spaces_once_, [&] { make_spaces(); });
-    return splits ? *matmul_ : *matmul_whole_;
+    return *matmul_[splits][std::clamp(provider_rule, -1, 1) + 1];
   }
+  // Whether a vendor library for plain products is loaded (the matmul family then has its
+  // `provider` parameter).
+  virtual bool has_gemm_provider() const { return false; }
+  std::int64_t contract_parts(const device_contraction& c) override;
+  int contract_provider(const device_contraction& c) override;
 
 private:
   // Products (run_contraction.hpp): the configuration a contraction's kernel takes, and the
@@ -120,11 +127,13 @@ private:
     elementwise_ = std::make_unique<tune::space>(
         tune::elementwise_space(l, default_workgroup(), groups, default_vector()));
     reduction_ = std::make_unique<tune::space>(tune::reduction_space(l, groups));
-    matmul_ = std::make_unique<tune::space>(tune::matmul_space(l));
-    matmul_whole_ = std::make_unique<tune::space>(tune::matmul_space(l, false));
+    for (int splits = 0; splits < 2; ++splits)
+      for (int rule = -1; rule <= 1; ++rule)
+        matmul_[splits][rule + 1] =
+            std::make_unique<tune::space>(tune::matmul_space(l, splits == 1, rule));
   }
   std::once_flag spaces_once_;
-  std::unique_ptr<tune::space> elementwise_, reduction_, matmul_, matmul_whole_;
+  std::unique_ptr<tune::space> elementwise_, reduction_, matmul_[2][3];
 };
 
 } // namespace kiln::jit

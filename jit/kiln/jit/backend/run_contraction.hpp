@@ -73,8 +73,8 @@ inline tune::config jit_backend::contract_choice(const device_contraction& c) {
       site.k >= kiln::detail::split_k_least &&
       kiln::detail::split_k_tiles(site.batch, c.extents[c.batch_rank],
                                   c.extents[c.batch_rank + 1]) < 8 * concurrent_groups();
-  return cc.choices.get(this, tuning_identity(), matmul_space(splits), cc.id, site.bucket,
-                        [this, &cc, &lp = c.lowered, base](const tune::config& cf) {
+  return cc.choices.get(this, tuning_identity(), matmul_space(splits, c.provider_rule), cc.id,
+                        site.bucket, [this, &cc, &lp = c.lowered, base](const tune::config& cf) {
                           (void)contraction_kernel(cc, lp, base, cf);
                         });
 }
@@ -99,6 +99,17 @@ inline std::int64_t jit_backend::contract_parts(const device_contraction& c) {
   const int nb = c.batch_rank;
   if (std::min(c.extents[nb], c.extents[nb + 1]) < a.cfg[tune::mm::min_mn]) return -1;
   return a.cfg[tune::mm::split];
+}
+
+// The library or kiln's kernel, as chosen for the product's kernel; the choice is kept for
+// contract, as contract_parts keeps it.
+inline int jit_backend::contract_provider(const device_contraction& c) {
+  if (c.provider_rule < 0) return -1;
+  asked_contraction& a = last_asked();
+  a.cfg = contract_choice(c);
+  const int pick = static_cast<int>(a.cfg[tune::mm::provider]);
+  a.c = pick == 0 ? &c : nullptr; // (the library's: no launch of c follows)
+  return pick;
 }
 
 // The kernel of a configuration, compiled once per backend.

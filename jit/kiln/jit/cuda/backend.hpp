@@ -94,6 +94,7 @@ public:
   bool provider_gemm(const device_gemm& g, bool ask) override {
     return cublas_gemm(*ctx_, index_, g, ask);
   }
+  bool has_gemm_provider() const override { return !cublas().path.empty(); }
   bool device_timer() const override { return true; }
   void timer_begin() override { ctx_->timer_begin(); }
   double timer_end_ns() override { return ctx_->timer_end_ns(); }

@@ -91,8 +91,11 @@ inline space reduction_space(const device_limits& l, std::int64_t default_groups
 // tile, a register tile per invocation), and the size below which a product runs as the
 // reduction template instead (a dot product per output: matrix-vector shapes).
 namespace mm {
-enum : std::size_t { tm, tn, tk, rm, rn, min_mn, split, rows_adjacent, stages };
+enum : std::size_t { tm, tn, tk, rm, rn, min_mn, split, rows_adjacent, stages, provider };
 } // namespace mm
+
+// The products min_mn sends to the reduction by default: fewer rows or columns than this.
+inline constexpr std::int64_t matmul_min_mn = 8;
 
 // Shared memory per element of the tiles at most: an 8-byte accumulator.
 inline constexpr std::int64_t matmul_shared_per_element = 8;
@@ -111,8 +114,11 @@ inline kernels::contraction_tile tile_of(const config& c) {
 
 // `splits`: whether `split` takes values other than 0 (the rule). Only products a split can
 // help (a long K over few output tiles) search it; elsewhere a sample over it would spend a
-// tuner's budget on parts that only slow a product down.
-inline space matmul_space(const device_limits& l, bool splits = true) {
+// tuner's budget on parts that only slow a product down. `provider_rule`: whether the
+// device's vendor library could compute the product (-1: no; `provider` is then 0 alone)
+// and what the rule picks (0 kiln's kernel, 1 the library: `provider`'s default). The
+// library's product is measured once, with the default tile (it uses none).
+inline space matmul_space(const device_limits& l, bool splits = true, int provider_rule = -1) {
   const kernels::contraction_tile d;
   const std::int64_t wg_max = std::min<std::int64_t>(l.max_workgroup, 1024);
   const std::int64_t shared = l.shared_bytes;
@@ -127,7 +133,7 @@ inline space matmul_space(const device_limits& l, bool splits = true) {
         "products with fewer rows or columns than this run as a reduction, a dot product per "
         "output (matrix-vector shapes)",
         {1, 2, 4, 8, 16, 32},
-        8},
+        matmul_min_mn},
        {"split",
         "parts K is cut into, each part's product then summed (split-K); 0: the rule (a long K "
         "over fewer output tiles than the device runs at once), 1: none (a K past 32,768 is "
@@ -144,9 +150,22 @@ inline space matmul_space(const device_limits& l, bool splits = true) {
         "shared-memory buffers: 1, load then multiply, two barriers per K step; 2, the next "
         "step's tiles loaded while this one's are multiplied, one barrier",
         {1, 2},
-        d.stages}},
-      [wg_max, shared](const config& c) -> std::string {
+        d.stages},
+       {"provider",
+        "1: the device's vendor library computes the product (cuBLAS on CUDA), a fused "
+        "consumer then runs as a pass; 0: kiln's kernel. The default is the rule's choice "
+        "(plain products and fused ones of at least 2^24 multiply-adds to the library); "
+        "only products the library can take search it",
+        provider_rule < 0 ? std::vector<std::int64_t>{0} : std::vector<std::int64_t>{0, 1},
+        std::max(provider_rule, 0)}},
+      [wg_max, shared, d](const config& c) -> std::string {
         const kernels::contraction_tile t = tile_of(c);
+        if (c[mm::provider] == 1)
+          return t.tm == d.tm && t.tn == d.tn && t.tk == d.tk && t.rm == d.rm && t.rn == d.rn &&
+                         t.rows_adjacent == d.rows_adjacent && t.stages == d.stages &&
+                         c[mm::split] == 0 && c[mm::min_mn] == matmul_min_mn
+                     ? std::string()
+                     : "the library's product takes no tile: measured once, with the defaults";
         if (std::string why = t.why_not(); !why.empty()) return why;
         if (t.threads() > wg_max)
           return std::to_string(t.threads()) + " invocations per workgroup, the device has " +
