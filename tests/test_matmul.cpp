@@ -272,6 +272,34 @@ TEST_CASE("matmul: numpy semantics over random shapes, layouts and dtypes on the
   random_products<kiln::half>(host, 40);
 }
 
+// Products large enough to split over the threads (at least 2^22 multiply-adds: 700 x 100 x
+// 70 is 4.9M), with row counts that deal unevenly into cache blocks (1024 rows in blocks of
+// 336: the blocks are then made smaller, as many as a multiple of the threads), on 2 and 3
+// threads, plain and with a fused epilogue on whole-row strips and on 256-column ones.
+TEST_CASE("matmul: rows split evenly over the threads and each row computed once", "[host]") {
+  const int was = kiln::thread_pool::instance().threads();
+  for (const int threads : {2, 3}) {
+    kiln::thread_pool::instance().set_threads(threads);
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t m = i == 0 ? 1024 : test::draw(700, 1100), k = test::draw(70, 130),
+                         n = i == 3 ? test::draw(4100, 4400) : test::draw(100, 300);
+      const auto a = operand<float>({m, k}, kiln::device{}), b = operand<float>({k, n}, {});
+      const auto bias = operand<float>({n}, {});
+      const std::string what = std::to_string(threads) + " threads, " + std::to_string(m) + " x " +
+                               std::to_string(n) + " x " + std::to_string(k);
+      product want = reference(read(a), read(b));
+      check(kiln::tensor<float>(kiln::matmul(a, b)), want, what);
+      const values bv = read(bias);
+      for (std::size_t e = 0; e < want.v.size(); ++e)
+        want.v[e] += bv.v[e % std::size_t(n)], want.scale[e] += std::fabs(bv.v[e % std::size_t(n)]);
+      kiln::tensor<float> y = kiln::zeros<float>({m, n});
+      y = kiln::matmul(a, b) + bias;
+      check(y, want, what + ", + bias fused");
+    }
+  }
+  kiln::thread_pool::instance().set_threads(was);
+}
+
 TEST_CASE("matmul: numpy semantics over random shapes and layouts on each GPU device",
           "[vulkan][cuda][metal]") {
   for (const kiln::device* dev : {vulkan_or_skip(), cuda_or_skip(), metal_or_skip()}) {
