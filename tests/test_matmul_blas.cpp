@@ -7,6 +7,7 @@
 // (the test packages install OpenBLAS), the provider's half says so and checks the rest.
 #include "child_process.hpp"
 #include "matmul_support.hpp"
+#include "tune_support.hpp"
 
 #include "kiln/jit/tune.hpp"
 
@@ -333,6 +334,38 @@ TEST_CASE("host_matmul tuning: kiln::tune measures the provider against kiln's f
             (choice ? 12 : 13));
   }
   std::filesystem::remove_all(dir);
+}
+
+// host_matmul's `small`: 1 and 2 force the small kernel and the packed one on a product the
+// small kernel can read (values against double loops either way, the kernel that ran
+// counted); a transposed B, which it cannot read, stays packed when 1 is forced.
+TEST_CASE("host_matmul tuning: small forces the small or the packed kernel", "[matmul][tune]") {
+  const kiln::blas_use was = kiln::set_blas_use(kiln::blas_use::never);
+  auto& counts = kiln::detail::host_gemm_counts();
+  for (int draw = 0; draw < 3; ++draw) {
+    const std::int64_t m = test::draw(70, 200), n = test::draw(70, 200), k = test::draw(70, 200);
+    for (const bool trans_b : {false, true}) {
+      const auto a = matmul_test::operand_of<float>({m, k}, kiln::device{}, 0);
+      const auto b = matmul_test::operand_of<float>({k, n}, kiln::device{}, trans_b ? 1 : 0);
+      const auto want = matmul_test::reference(matmul_test::read(a), matmul_test::read(b));
+      const auto sites =
+          tune_test::launches_of([&] { return kiln::tensor<float>(kiln::matmul(a, b)); });
+      REQUIRE(sites.size() == 1);
+      for (const int choice : {1, 2}) {
+        tune::config c = sites[0].sp->defaults();
+        c[tune::hm::small] = choice;
+        const std::uint64_t s0 = counts.small;
+        const auto got =
+            tune_test::forced(sites[0], c, [&] { return kiln::tensor<float>(kiln::matmul(a, b)); });
+        const std::string what = std::to_string(m) + " x " + std::to_string(n) + " x " +
+                                 std::to_string(k) + (trans_b ? ", B transposed" : "") +
+                                 ", small = " + std::to_string(choice);
+        CHECK(counts.small - s0 == (choice == 1 && !trans_b ? 1u : 0u));
+        matmul_test::check(got, want, what);
+      }
+    }
+  }
+  kiln::set_blas_use(was);
 }
 
 TEST_CASE("blas provider: the gradients of a product with a transposed operand (an adjoint "

@@ -20,6 +20,15 @@ KILN_CORE_INLINE gemm_counts& host_gemm_counts() {
   return c;
 }
 
+KILN_CORE_INLINE bool gemm_small_wide() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+#else
+  return false;
+#endif
+}
+
 KILN_CORE_INLINE std::int64_t gemm_l2_bytes() {
   static const std::int64_t l2 = gemm_detail::cache_size(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
   return l2;

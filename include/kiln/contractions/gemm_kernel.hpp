@@ -219,12 +219,13 @@ void gemm_driver(const gemm_call<T>& g) {
   host_gemm_counts().products.fetch_add(1, std::memory_order_relaxed);
   if (g.epilogue) host_gemm_counts().fused.fetch_add(1, std::memory_order_relaxed);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  const bool small_kernel = small_applies(g);
   gemm_blocking blk = default_gemm_blocking(int(sizeof(T)), gemm_tile<T>::nr);
   if (g.blocking.mc > 0) blk.mc = round_up(g.blocking.mc, gemm_tile<T>::mr);
   if (g.blocking.nc > 0) blk.nc = round_up(g.blocking.nc, gemm_tile<T>::nr);
   if (g.blocking.kc > 0) blk.kc = g.blocking.kc;
   int threads = gemm_threads(g.blocking, thread_pool::instance().threads());
+  const bool small_kernel = small_applies(g) && small_by_rule(g, threads);
+  if (small_kernel) host_gemm_counts().small.fetch_add(1, std::memory_order_relaxed);
   // Below 2^22 multiply-adds (~40 us on one core) a product runs on the caller: waking a
   // thread and splitting the packing cost more than they save (AMD EPYC, f32 128^3 = 2^21:
   // 49 us on one thread, 83 us on two; 192^3: 152 and 98 us).

@@ -74,16 +74,30 @@ void small_rows(std::int64_t m, std::int64_t k, const T* a, std::int64_t ar, std
     small_tile<T, 1, V>(k, a + i * ar, ar, ac, b, ldb, c + i * ldc, ldc, cols);
 }
 
-// Whether the small kernel computes g: floats, both operands read in place (B by rows), and
-// at most small_product_madds per batch element.
+// Whether the small kernel takes g, where it can (small_applies), on `threads` threads: the
+// tuned choice (host_matmul's `small`), else at most small_product_madds per batch element;
+// on an Intel core also any product whose B fits an eighth of L2 that one thread would run
+// anyway (below 2^22 multiply-adds, or on one thread). Measured on an Intel Xeon, one
+// thread, GFLOP/s small against packed: f32 96^3 187-209 / 123-135, 128^3 180-201 / 132-145,
+// 256^3 175-200 / 143-163, 384^3 171 / 172, 512^3 131-166 / 176-188; f64 96^3 100 / 83,
+// 128^3-192^3 equal, 512^3 36 / 80. On the AMD EPYC the packed kernel won from 96^3.
+template <class T>
+bool small_by_rule(const gemm_call<T>& g, int threads) {
+  if (g.blocking.small != 0) return g.blocking.small == 1;
+  const std::int64_t madds = g.m * g.n * g.k;
+  if (madds <= small_product_madds) return true;
+  return gemm_small_wide() && (threads == 1 || madds < (std::int64_t(1) << 22)) &&
+         g.k * g.n * std::int64_t(sizeof(T)) <= gemm_l2_bytes() / 8;
+}
+
+// Whether the small kernel can compute g: floats, both operands read in place (B by rows).
 template <class T>
 bool small_applies(const gemm_call<T>& g) {
   if constexpr (!std::is_floating_point_v<T>) {
     (void)g;
     return false;
   } else {
-    return g.direct_a.base && g.direct_b.base && !g.direct_b.view.trans &&
-           g.m * g.n * g.k <= small_product_madds;
+    return g.direct_a.base && g.direct_b.base && !g.direct_b.view.trans;
   }
 }
 

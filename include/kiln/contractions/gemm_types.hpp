@@ -26,6 +26,8 @@ struct gemm_blocking {
   int threads = 0;
   int provider = -1; // 1: the BLAS provider computes it (blas.hpp), 0: kiln's kernel, -1: the
                      // default rule
+  int small = 0;     // 1: the small kernel where it can read the operands (gemm_small.hpp), 2:
+                     // the packed one, 0: the rule (small_by_rule)
 };
 
 // A host product as the chooser sees it: what is tuned per kernel and size.
@@ -112,6 +114,7 @@ struct gemm_counts {
   std::atomic<std::uint64_t> products{0}, fused{0};
   std::atomic<std::uint64_t> provided{0};  // of the products, those the BLAS provider computed
   std::atomic<std::uint64_t> in_output{0}; // of the fused, those computed into their output
+  std::atomic<std::uint64_t> small{0};     // of the products, those the small kernel computed
 };
 KILN_CORE_INLINE gemm_counts& host_gemm_counts();
 
@@ -119,6 +122,9 @@ KILN_CORE_INLINE gemm_counts& host_gemm_counts();
 KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr);
 // The bytes of one core's L2 cache (what a fused product's strip should fit in).
 KILN_CORE_INLINE std::int64_t gemm_l2_bytes();
+// Whether the small kernel outruns the packed one on this CPU well past its AMD bound: on an
+// Intel core (gemm_small.hpp's small_by_rule).
+KILN_CORE_INLINE bool gemm_small_wide();
 
 } // namespace kiln::detail
 

@@ -12,7 +12,7 @@
 namespace kiln::jit::tune {
 
 namespace hm {
-enum : std::size_t { provider, threads, kc, mc, nc };
+enum : std::size_t { provider, threads, kc, mc, nc, small };
 } // namespace hm
 
 // `provider`: whether one is loaded (else only 0); `by_default`: the default rule's choice.
@@ -36,7 +36,13 @@ inline space host_gemm_space(int pool_threads, bool provider, bool by_default) {
         {0, 128, 256, 384, 512},
         0},
        {"mc", "rows of A per packed block (0: from the L2 size)", {0, 48, 96, 192, 384}, 0},
-       {"nc", "cols of B per packed block (0: from the L3 size)", {0, 512, 1024, 2048, 4096}, 0}});
+       {"nc", "cols of B per packed block (0: from the L3 size)", {0, 512, 1024, 2048, 4096}, 0},
+       {"small",
+        "1: the small kernel (operands read in place, no packing, one thread per product) "
+        "where it can read both operands; 2: the packed kernel; 0: the rule (README, "
+        "\"Contractions\")",
+        {0, 1, 2},
+        0}});
 }
 
 namespace detail {
@@ -89,8 +95,12 @@ inline kiln::detail::gemm_blocking host_gemm_choice(const kiln::detail::gemm_sit
   // Untuned, the default rule decides per product: the memo keeps one choice per bucket,
   // and products of one bucket may fall on either side of the rule.
   const bool tuned = last_choice(sp.family()).tuned;
-  return {c[hm::mc], c[hm::nc], c[hm::kc], static_cast<int>(c[hm::threads]),
-          tuned ? static_cast<int>(c[hm::provider]) : -1};
+  return {c[hm::mc],
+          c[hm::nc],
+          c[hm::kc],
+          static_cast<int>(c[hm::threads]),
+          tuned ? static_cast<int>(c[hm::provider]) : -1,
+          static_cast<int>(c[hm::small])};
 }
 
 // Installed by the runtime (src.hpp) at static initialization.
