@@ -316,6 +316,9 @@ public:
   // its kernel (the matmul family's `provider`; the rule where nothing is tuned); -1 where
   // the library cannot take it (provider_rule -1).
   virtual int contract_provider(const device_contraction& c) { return c.provider_rule; }
+  // The product contract_parts or contract_provider was asked about is not launched after all:
+  // the choice kept for it is dropped (no later contraction may take it).
+  virtual void contract_declined() {}
   // Runs a plain product by the device's vendor library and says true, or says false having
   // done nothing (no such library, or not for this product); with `ask`, says only whether
   // it would.

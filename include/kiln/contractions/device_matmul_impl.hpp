@@ -263,7 +263,10 @@ run_device_contraction(lowering_table& table, dtype acc, dtype result, const sto
       nb + 4 > max_rank || parts < 0
           ? 0
           : split_k_chunk(parts, s.batch_count(), s.m, s.n, s.k, ex.concurrent_groups());
-  if (chunk > 0 && (epilogue || !split)) return false;
+  if (chunk > 0 && (epilogue || !split)) {
+    ex.contract_declined(); // (the choice contract_provider kept for `whole`)
+    return false;
+  }
   if (chunk == 0) return ex.contract(whole);
   // Split-K: K in parts of `chunk` (the last shorter where K is not a multiple), each part's
   // partial product stored in its slot of `out` ((parts, batch..., m, n), contiguous, as a

@@ -40,11 +40,12 @@ constexpr T pow2(int e) {
 }
 
 // v 2^-S, rounded once to T's nearest value (ties to even), subnormals included; v normal,
-// zero, inf or NaN, S in [1, 126].
+// zero, inf or NaN; S in [51, 126] (2^(m - S) finite in f64, 2^-S normal in f32).
 template <int S, class B>
 B scale_down(const B& v) {
   using T = typename B::value_type;
   using F = format<T>;
+  static_assert(-F::least - S <= F::bias && S <= 126);
   using U = xsimd::batch<typename F::bits, typename B::arch_type>;
   const B a = xsimd::abs(v);
   const auto tiny = a < B(pow2<T>(S + F::least_normal));
@@ -73,7 +74,8 @@ B exp_reduced(const B& r) {
   }
 }
 
-// e^x 2^S, for x where that is normal (f32: x in [-103.98, 88.7 - S ln 2]). The reduction
+// e^x 2^S, for x where that is normal and k + S <= the largest exponent, k = round(x / ln 2)
+// (f32, S = 64: x in [-103.98, 44]). The reduction
 // x = k ln 2 + r is done here so that 2^(k + S) is built in normal range: xsimd's exp builds
 // 2^k, which it cannot below 2^-126.
 template <int S, class B>

@@ -113,6 +113,7 @@ public:
   virtual bool has_gemm_provider() const { return false; }
   std::int64_t contract_parts(const device_contraction& c) override;
   int contract_provider(const device_contraction& c) override;
+  void contract_declined() override;
 
 private:
   // Products (run_contraction.hpp): the configuration a contraction's kernel takes, and the

@@ -112,6 +112,8 @@ inline int jit_backend::contract_provider(const device_contraction& c) {
   return pick;
 }
 
+inline void jit_backend::contract_declined() { last_asked().c = nullptr; }
+
 // The kernel of a configuration, compiled once per backend.
 inline std::shared_ptr<kernel> jit_backend::contraction_kernel(compiled_contraction& cc,
                                                                const lowered_pass& lp,
