@@ -119,6 +119,9 @@ private:
   // Products (run_contraction.hpp): the configuration a contraction's kernel takes, and the
   // kernel of a configuration.
   tune::config contract_choice(const device_contraction& c);
+  // c's configuration, chosen once and kept for c (contract_provider, contract_parts and
+  // contract then take the same).
+  const tune::config& asked_choice(const device_contraction& c);
   std::shared_ptr<kernel> contraction_kernel(struct compiled_contraction& cc,
                                              const lowered_pass& lp, const contract_spec& base,
                                              const tune::config& cfg);

@@ -79,8 +79,9 @@ inline tune::config jit_backend::contract_choice(const device_contraction& c) {
                         });
 }
 
-// The choice contract_parts made for the contraction it was asked about, which contract then
-// takes for the same contraction: one choice (and one site a tuner sees) per product.
+// The choice contract_provider or contract_parts made for the contraction it was asked
+// about, which the other and contract then take for the same contraction: one choice (and
+// one site a tuner sees) per product.
 struct asked_contraction {
   const device_contraction* c = nullptr;
   tune::config cfg;
@@ -90,25 +91,30 @@ inline asked_contraction& last_asked() {
   return a;
 }
 
-inline std::int64_t jit_backend::contract_parts(const device_contraction& c) {
+inline const tune::config& jit_backend::asked_choice(const device_contraction& c) {
   asked_contraction& a = last_asked();
-  a.cfg = contract_choice(c);
-  a.c = &c;
+  if (a.c != &c) {
+    a.cfg = contract_choice(c);
+    a.c = &c;
+  }
+  return a.cfg;
+}
+
+inline std::int64_t jit_backend::contract_parts(const device_contraction& c) {
+  const tune::config& cfg = asked_choice(c);
   // A product the kernel declines (fewer rows or columns than min_mn) is not split either:
   // it runs as the reduction.
   const int nb = c.batch_rank;
-  if (std::min(c.extents[nb], c.extents[nb + 1]) < a.cfg[tune::mm::min_mn]) return -1;
-  return a.cfg[tune::mm::split];
+  if (std::min(c.extents[nb], c.extents[nb + 1]) < cfg[tune::mm::min_mn]) return -1;
+  return cfg[tune::mm::split];
 }
 
 // The library or kiln's kernel, as chosen for the product's kernel; the choice is kept for
-// contract, as contract_parts keeps it.
+// contract_parts and contract where it is kiln's.
 inline int jit_backend::contract_provider(const device_contraction& c) {
   if (c.provider_rule < 0) return -1;
-  asked_contraction& a = last_asked();
-  a.cfg = contract_choice(c);
-  const int pick = static_cast<int>(a.cfg[tune::mm::provider]);
-  a.c = pick == 0 ? &c : nullptr; // (the library's: no launch of c follows)
+  const int pick = static_cast<int>(asked_choice(c)[tune::mm::provider]);
+  if (pick == 1) contract_declined(); // (the library's: no launch of c follows)
   return pick;
 }
 
