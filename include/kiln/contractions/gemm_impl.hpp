@@ -22,7 +22,8 @@ KILN_CORE_INLINE gemm_counts& host_gemm_counts() {
 
 KILN_CORE_INLINE bool gemm_small_wide() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool intel = __builtin_cpu_is("intel");
+  // (__builtin_cpu_init first: a product may run before libgcc's constructor has.)
+  static const bool intel = (__builtin_cpu_init(), __builtin_cpu_is("intel"));
   return intel;
 #else
   return false;
@@ -36,7 +37,7 @@ KILN_CORE_INLINE std::int64_t gemm_l2_bytes() {
 
 KILN_CORE_INLINE gemm_blocking default_gemm_blocking(int elem_bytes, int nr) {
   static const std::int64_t l1 = gemm_detail::cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10),
-                            l2 = gemm_detail::cache_size(_SC_LEVEL2_CACHE_SIZE, 512 << 10),
+                            l2 = gemm_l2_bytes(),
                             l3 = gemm_detail::cache_size(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
   gemm_blocking b;
   // kc: a kc x NR panel of B twice the size of L1 (it streams through L1 ahead of the
