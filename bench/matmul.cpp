@@ -202,7 +202,6 @@ int main(int argc, char** argv) {
   // at one thread's speed in the 2-thread rows (512^3 f32: kiln 176 GFLOP/s; 322-332 with the
   // variable set, Eigen 299-302).
   if (!std::getenv("OMP_WAIT_POLICY")) {
-    ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
     ::execv("/proc/self/exe", argv);
     std::fprintf(stderr, "bench_matmul: could not run itself again (%s); OMP_WAIT_POLICY unset\n",

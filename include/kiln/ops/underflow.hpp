@@ -75,9 +75,8 @@ B exp_reduced(const B& r) {
 }
 
 // e^x 2^S, for x where that is normal and k + S <= the largest exponent, k = round(x / ln 2)
-// (f32, S = 64: x in [-103.98, 44]). The reduction
-// x = k ln 2 + r is done here so that 2^(k + S) is built in normal range: xsimd's exp builds
-// 2^k, which it cannot below 2^-126.
+// (f32, S = 64: x in [-103.98, 44]). The reduction x = k ln 2 + r is done here so that
+// 2^(k + S) is built in normal range: xsimd's exp builds 2^k, which it cannot below 2^-126.
 template <int S, class B>
 B exp_scaled(const B& x) {
   using T = typename B::value_type;
