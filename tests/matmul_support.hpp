@@ -78,6 +78,14 @@ inline product reference(const values& a, const values& b) {
   return p;
 }
 
+// p + r, r a vector broadcast along p's last dim (a bias), its magnitude in the scale too.
+inline product plus_row(product p, const values& r) {
+  const std::size_t n = r.v.size();
+  for (std::size_t e = 0; e < p.v.size(); ++e)
+    p.v[e] += r.v[e % n], p.scale[e] += std::fabs(r.v[e % n]);
+  return p;
+}
+
 template <class T>
 constexpr double eps() {
   if constexpr (std::is_same_v<T, kiln::half>)

@@ -498,11 +498,9 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
   const auto x = operand_of<float>({40, 30}, *dev, 0), w = operand_of<float>({30, 50}, *dev, 0);
   const auto bias = operand_of<float>({50}, *dev, 0);
   const product xw = reference(read(x), read(w));
-  product relu_xw = xw;
-  const values bv = read(bias);
-  for (std::size_t e = 0; e < relu_xw.v.size(); ++e)
-    relu_xw.v[e] = std::max(0.0, xw.v[e] + bv.v[e % 50]),
-    relu_xw.scale[e] += std::fabs(bv.v[e % 50]);
+  product relu_xw = plus_row(xw, read(bias));
+  for (double& e : relu_xw.v)
+    e = std::max(0.0, e);
   kiln::tensor<float> y = kiln::zeros<float>({40, 50}).to(*dev);
   // Not plain: an operand expression, an integer product, a strided operand: kiln's kernel.
   {
@@ -542,10 +540,9 @@ TEST_CASE("device matmul: cuBLAS computes plain products on CUDA, kiln's kernel 
     static_assert(256 * 256 * 256 >= kiln::detail::provider_fused_least);
     const auto x2 = operand_of<float>({s, s}, *dev, 0), w2 = operand_of<float>({s, s}, *dev, 1);
     const auto b2 = operand_of<float>({s}, *dev, 0);
-    product want = reference(read(x2), read(w2));
-    const values bv2 = read(b2);
-    for (std::size_t e = 0; e < want.v.size(); ++e)
-      want.v[e] = std::max(0.0, want.v[e] + bv2.v[e % s]), want.scale[e] += std::fabs(bv2.v[e % s]);
+    product want = plus_row(reference(read(x2), read(w2)), read(b2));
+    for (double& e : want.v)
+      e = std::max(0.0, e);
     kiln::tensor<float> y2 = kiln::zeros<float>({s, s}).to(*dev);
     const std::uint64_t p0 = provided;
     auto fused = [&] { y2 = kiln::relu(kiln::matmul(x2, w2) + b2); };
