@@ -17,6 +17,7 @@
 #include "kiln/ops/logical.hpp"
 #include "kiln/ops/math.hpp"
 #include "kiln/ops/select.hpp"
+#include "kiln/plan/capture.hpp"
 #include "kiln/print.hpp"
 #include "kiln/random.hpp"
 #include "kiln/reduce.hpp"

@@ -17,6 +17,8 @@ namespace detail {
 // t (made on the host) moved to dev, a failure there reported as `op`.
 template <element T>
 tensor<T> moved(const tensor<T>& t, const device& dev, const char* op) {
+  refuse_if_capturing(op, "it writes host data, which a replay would not write again (make the "
+                          "tensor outside the captured function and pass it as an argument)");
   try {
     return t.to(dev);
   } catch (const error& e) {

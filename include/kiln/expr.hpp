@@ -57,7 +57,10 @@ template <element T>
 struct scalar_expr : expression_base<scalar_expr<T>> {
   using value_type = T;
   T value;
+  // A captured plan's parameter (kiln::param): where the value of each replay is found.
+  const T* source = nullptr;
   explicit scalar_expr(T v) : value(v) {}
+  scalar_expr(T v, const T* from) : value(v), source(from) {}
 };
 template <element T>
 struct is_expression_type<scalar_expr<T>> : std::true_type {};

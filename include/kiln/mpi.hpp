@@ -457,6 +457,7 @@ void allreduce_packed(const char* op, const tensor<T>& buf, std::string problem,
 template <class T>
 void allreduce_in_place(const tensor<T>& t, reduction r = reduction::sum,
                         MPI_Comm comm = MPI_COMM_WORLD) {
+  kiln::detail::refuse_if_capturing("mpi::allreduce_in_place", "messages between ranks are not captured");
   const char* op = "mpi::allreduce";
   detail::returning_errors guard(op, comm);
   std::string problem = detail::problem_of(t);
@@ -471,6 +472,7 @@ void allreduce_in_place(const tensor<T>& t, reduction r = reduction::sum,
 template <class E>
 requires expression<E> tensor<value_t<E>> allreduce(const E& e, reduction r = reduction::sum,
                                                     MPI_Comm comm = MPI_COMM_WORLD) {
+  kiln::detail::refuse_if_capturing("mpi::allreduce", "messages between ranks are not captured");
   const char* op = "mpi::allreduce";
   detail::returning_errors guard(op, comm);
   std::string problem;
@@ -484,6 +486,7 @@ requires expression<E> tensor<value_t<E>> allreduce(const E& e, reduction r = re
 template <class E>
 requires expression<E> tensor<value_t<E>> broadcast(const E& e, int root = 0,
                                                     MPI_Comm comm = MPI_COMM_WORLD) {
+  kiln::detail::refuse_if_capturing("mpi::broadcast", "messages between ranks are not captured");
   using T = value_t<E>;
   const char* op = "mpi::broadcast";
   detail::returning_errors guard(op, comm);
@@ -515,6 +518,7 @@ requires expression<E> tensor<value_t<E>> broadcast(const E& e, int root = 0,
 template <class E>
 requires expression<E> tensor<value_t<E>> gather(const E& e, int root = 0,
                                                  MPI_Comm comm = MPI_COMM_WORLD) {
+  kiln::detail::refuse_if_capturing("mpi::gather", "messages between ranks are not captured");
   using T = value_t<E>;
   const char* op = "mpi::gather";
   detail::returning_errors guard(op, comm);
@@ -552,6 +556,7 @@ requires expression<E> tensor<value_t<E>> gather(const E& e, int root = 0,
 template <class E>
 requires expression<E> tensor<value_t<E>> scatter(const E& e, int root = 0,
                                                   MPI_Comm comm = MPI_COMM_WORLD) {
+  kiln::detail::refuse_if_capturing("mpi::scatter", "messages between ranks are not captured");
   using T = value_t<E>;
   const char* op = "mpi::scatter";
   detail::returning_errors guard(op, comm);
@@ -589,6 +594,7 @@ requires expression<E> tensor<value_t<E>> scatter(const E& e, int root = 0,
 template <class E>
 requires expression<E>
 void send(const E& e, int dest, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD) {
+  kiln::detail::refuse_if_capturing("mpi::send", "messages between ranks are not captured");
   using T = value_t<E>;
   const char* op = "mpi::send";
   detail::returning_errors guard(op, comm);
@@ -610,6 +616,7 @@ void send(const E& e, int dest, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD) {
 template <class T>
 tensor<T> recv(int source, int tag = 0, MPI_Comm comm = MPI_COMM_WORLD,
                const kiln::device& dev = {}) {
+  kiln::detail::refuse_if_capturing("mpi::recv", "messages between ranks are not captured");
   const char* op = "mpi::recv";
   detail::returning_errors guard(op, comm);
   detail::header h{};

@@ -82,6 +82,8 @@ void collect(const tensor<T>& t, int dim, std::int64_t off, bool summarise, std:
 
 template <element T>
 std::ostream& operator<<(std::ostream& os, const tensor<T>& t) {
+  detail::refuse_if_capturing("print", "it reads values on the host, and a replay runs no "
+                                       "host code (print results after the call)");
   if (t.empty()) return os << "tensor(empty)";
   if (!t.device().is_host()) { // shown from a host copy, with where it lives
     const tensor<T> h = t.to(device{});

@@ -47,6 +47,9 @@ template <class T, class F>
 tensor<T> generate(const shape& s, const device& dev, const char* op, F&& f) {
   static_assert(is_floating(dtype_of<T>()),
                 "kiln: random tensors are floating (f16, bf16, f32, f64)");
+  kiln::detail::refuse_if_capturing(
+      op, "a draw is host data a replay would not draw again (draw outside the captured "
+          "function and pass the tensor as an argument)");
   tensor<T> t(s, device{}, op); // drawn on the host (a function of seed and index), then moved
   T* p = t.data();
   const std::int64_t n = t.size();

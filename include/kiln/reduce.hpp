@@ -194,6 +194,40 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 
 } // namespace detail
 
+namespace detail {
+// A host reduction, replayed: its result and operand tree are the plan's (their tensors over
+// the plan's slots and arena), its parameters read afresh.
+template <class R, class E>
+class reduction_step final : public plan_step {
+public:
+  using out_type = tensor<typename R::template result<value_t<E>>>;
+  reduction_step(const out_type& out, const E& e, const std::array<bool, max_rank>& mask,
+                 std::span<const double> params)
+      : out_(out), e_(e), mask_(mask), params_(params.begin(), params.end()) {}
+  void run() override {
+    refresh_parameters(e_);
+    run_reduction<R>(out_, e_, mask_, params_);
+  }
+
+private:
+  out_type out_;
+  E e_;
+  std::array<bool, max_rank> mask_;
+  std::vector<double> params_;
+};
+
+template <class R, class E>
+void record_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
+                      const std::array<bool, max_rank>& mask, std::span<const double> params) {
+  plan_recording& r = *recording_now();
+  r.use(out.storage().get(), out.layout(), out.dtype(), R::name, true);
+  for_each_leaf(e, [&](const auto& t) {
+    r.use(t.storage().get(), t.layout(), t.dtype(), R::name, true);
+  });
+  r.add(std::make_unique<reduction_step<R, E>>(out, e, mask, params));
+}
+} // namespace detail
+
 // Reductions inside an expression run first (inner ones before outer ones).
 template <class R, class E>
 KILN_STATEMENT auto materialize(const reduce_node<R, E>& n) {
@@ -208,9 +242,13 @@ KILN_STATEMENT auto materialize(const reduce_node<R, E>& n) {
         detail::device_only_in<std::remove_cvref_t<decltype(inner)>>;
     if constexpr (device_only != nullptr)
       detail::refuse_device_only(device_only);
-    else
+    else {
       detail::run_reduction<R>(out, inner, m, n.params());
+      if (detail::recording_now() != nullptr) [[unlikely]]
+        detail::record_reduction<R>(out, inner, m, n.params());
+    }
   } else {
+    detail::refuse_if_capturing(R::name, "device statements are not captured yet");
     detail::check_devices(inner, where, R::name);
     detail::device_reduce<R>(out, inner, m, n.params());
   }

@@ -52,6 +52,12 @@ public:
   // Device storage: its backend and the backend's handle of the memory.
   kiln::backend* backend() const noexcept { return backend_.get(); }
   void* handle() const noexcept { return handle_; }
+  // A borrowed block pointed at other memory: a captured plan's argument slot, bound to the
+  // caller's tensor at each call (plan/recording.hpp). Owned or device blocks never are.
+  void rebind(void* external, std::int64_t count) noexcept {
+    data_ = external;
+    count_ = count;
+  }
 
 private:
   void* data_ = nullptr;

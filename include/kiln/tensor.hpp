@@ -4,6 +4,7 @@
 // `a = a * 2 + b` works in place and `t.narrow(0, 1, 2) = e` writes through the view.
 #include "kiln/expr.hpp"
 #include "kiln/layout.hpp"
+#include "kiln/plan/capture_state.hpp"
 #include "kiln/storage.hpp"
 
 #include <exception>
@@ -219,6 +220,7 @@ public:
 
   // --- reading (host)
   KILN_STATEMENT T item() const {
+    detail::refuse_if_capturing("item", reads_values);
     require_storage("item");
     if (size() != 1)
       throw error("item", "tensor is not a scalar",
@@ -228,6 +230,7 @@ public:
   std::vector<T> to_vector() const { return detail::to_vector(*this); }
   // One element by multi-index (bounds-checked).
   KILN_STATEMENT T at(std::initializer_list<std::int64_t> idx) const {
+    detail::refuse_if_capturing("at", reads_values);
     require_storage("at");
     if (static_cast<int>(idx.size()) != rank())
       throw error("at", "wrong number of indices",
@@ -250,6 +253,7 @@ public:
   KILN_STATEMENT tensor to(const kiln::device& dev) const {
     require_storage("to");
     if (dev == device()) return *this;
+    detail::refuse_if_capturing("to", "a copy between devices is not captured yet");
     if (!device().is_host() && !dev.is_host()) return to(kiln::device{}).to(dev);
     const tensor src = is_contiguous() ? *this : clone(); // contiguous, on our device
     tensor r(shape(), dev, "to");
@@ -325,6 +329,9 @@ public:
   }
 
 private:
+  static constexpr const char* reads_values =
+      "it reads a value on the host, and a replay runs no host code: a plan's steps cannot "
+      "depend on values (read results after the call)";
   // Storage for a contiguous tensor of shape s. The count and the byte size are checked
   // (a wrapped size would be a small buffer indexed as a huge one), and every failure,
   // the backend's and the host's bad_alloc too, is reported as `op` with the shape.
@@ -332,7 +339,10 @@ private:
                                                      const char* op) {
     const std::int64_t n = checked_numel(s, op, sizeof(T));
     try {
-      return std::make_shared<kiln::storage>(dtype_of<T>(), n, dev);
+      auto st = std::make_shared<kiln::storage>(dtype_of<T>(), n, dev);
+      if (detail::recording_now() != nullptr) [[unlikely]]
+        detail::note_made_storage(st); // a captured function's temporary: the plan keeps it
+      return st;
     } catch (const error& e) {
       throw error(op, e.reason(),
                   e.details() + "; shape " + s.str() + " of " + std::string(name(dtype())));

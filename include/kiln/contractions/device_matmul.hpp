@@ -98,6 +98,7 @@ KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t parts, std::int64_t bat
 template <class R, class A, class B>
 bool device_contract(const tensor<R>& out, const A& a, const B& b, const contraction& c,
                      const device_epilogue* epilogue = nullptr, lowering_table* table = nullptr) {
+  refuse_if_capturing("matmul", "device statements are not captured yet");
   if constexpr (!plain_tree<A> || !plain_tree<B>) {
     return false;
   } else {

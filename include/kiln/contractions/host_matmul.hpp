@@ -165,6 +165,7 @@ inline constexpr std::int64_t acc_chunk_bytes = std::int64_t{64} << 20;
 template <class R, class A, class B>
 void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c,
                  gemm_epilogue epilogue = nullptr, const void* epilogue_ctx = nullptr) {
+  refuse_if_capturing("matmul", "products are not captured yet");
   using Acc = matmul_acc_t<R>;
   // A result stored transposed is the product of the operands' transposes, swapped.
   const contraction s = c.out_t ? swapped(c) : c;

@@ -9,6 +9,7 @@
 //      whose code is compiled once per program; on a device, device_pass.hpp.
 #include "kiln/eval/host_pass.hpp"
 #include "kiln/eval/planner.hpp"
+#include "kiln/plan/recording.hpp"
 
 #include <array>
 #include <cstdint>
@@ -180,6 +181,11 @@ void host_run_pass_with(host_pass_runner runner, const void* ctx,
   for (std::size_t k = sizeof...(O); k-- > 0;)
     if (active[k]) first = k;
   const kiln::shape* shapes[] = {&outs.dst.shape()...};
+  if (plan_recording* r = recording_now(); r != nullptr && runner == nullptr) [[unlikely]] {
+    const storage* stores[] = {outs.dst.storage().get()...};
+    record_host_pass(*r, kernel::ref(), targets, stores, {leaves.data(), std::size_t(n_leaves)},
+                     {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+  }
   (runner ? runner : run_host_pass_runner)(
       ctx, kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
       {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
@@ -331,6 +337,8 @@ KILN_STATEMENT tensor<value_t<E>> evaluate(const E& e) {
 
 template <class E>
 KILN_STATEMENT std::vector<value_t<E>> to_vector(const E& e) {
+  refuse_if_capturing("to_vector", "it reads values on the host, and a replay runs no host "
+                                   "code (read results after the call)");
   using T = value_t<E>;
   const tensor<T> e0 = evaluate(e);
   if (e0.empty()) return {};

@@ -41,6 +41,7 @@ run_device_pass(lowering_table& table, std::span<const flat_leaf> targets, const
 // together, or all of them (then of one shape) where it is empty.
 template <class... O>
 void device_run_outputs(std::span<const bool> active, const O&... outs) {
+  refuse_if_capturing("assign", "device statements are not captured yet");
   const flat_pass<typename O::expr_type...> flat(*outs.expr...);
   const std::array<flat_leaf, sizeof...(O)> targets{
       flat_leaf{outs.dst.storage().get(), &outs.dst.layout(), dtype_of<typename O::dst_type>()}...};

@@ -85,6 +85,8 @@ inline bool intersect(std::pair<std::uintptr_t, std::uintptr_t> a,
 // A scalar leaf's value, bit for bit in the low bytes (the kernel knows its type).
 struct flat_scalar {
   std::uint64_t bits = 0;
+  // A plan parameter's value (scalar_expr::source): a replay reads its bits from there.
+  const void* source = nullptr;
 };
 
 template <class T>
@@ -101,7 +103,9 @@ void flatten(const tensor<T>& t, flat_leaf*& leaves, flat_scalar*&) {
 }
 template <class T>
 void flatten(const scalar_expr<T>& s, flat_leaf*&, flat_scalar*& scalars) {
-  *scalars++ = scalar_bits_of(s.value);
+  flat_scalar f = scalar_bits_of(s.value);
+  f.source = s.source;
+  *scalars++ = f;
 }
 template <class Op, class... C>
 void flatten(const expr_node<Op, C...>& n, flat_leaf*& leaves, flat_scalar*& scalars) {

@@ -1,0 +1,269 @@
+// Captured plans (issue 34): what a replay costs against the same statements uncaptured.
+//   1. per statement of `z = a * b + c` (f32) at 1, 16, 256 and 4096 elements: a plan of 10
+//      such statements replayed, the same 10 statements run as written, Eigen's
+//      `z = a * b + c` on ArrayXf (target: <= 20 ns per replayed statement at 16);
+//   2. a 10-statement step of small tensors (64 f32: arithmetic, math functions, a sum
+//      reduction, a multi-output eval, an in-place update), captured against uncaptured
+//      (target >= 5x);
+//   3. the explicit heat equation, 1000 steps of a 5-point stencil through narrow views on
+//      64^2 and 512^2 f64 grids: captured, uncaptured, a hand loop (1 thread each);
+//   4. one pass at 2^24 f32 elements, captured against uncaptured (no regression).
+//
+// Method: contenders alternate round by round; each figure is the median over the rounds
+// (with the interquartile range). Every captured result is checked equal, bit for bit, to
+// the uncaptured one before timing.
+//
+// Usage: bench_plan [rounds = 31]
+#include <kiln/kiln.hpp>
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+namespace {
+
+using kiln::tensor;
+using clk = std::chrono::steady_clock;
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * double(v.size() - 1) + 0.5)];
+}
+
+// Each contender's median (and quartiles) of `rounds` rounds, the contenders alternating.
+struct figure {
+  double median, q1, q3;
+};
+std::vector<figure> alternate(int rounds, const std::vector<std::function<double()>>& runs) {
+  std::vector<std::vector<double>> t(runs.size());
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t c = 0; c < runs.size(); ++c)
+      t[c].push_back(runs[c]());
+  std::vector<figure> f;
+  for (auto& v : t)
+    f.push_back({quantile(v, 0.5), quantile(v, 0.25), quantile(v, 0.75)});
+  return f;
+}
+
+// ns per call of f, over enough calls for ~2 ms.
+template <class F>
+double ns_per_call(F&& f, int calls) {
+  const auto t0 = clk::now();
+  for (int i = 0; i < calls; ++i)
+    f();
+  return std::chrono::duration<double, std::nano>(clk::now() - t0).count() / calls;
+}
+
+template <class T>
+bool same_bits(const tensor<T>& x, const tensor<T>& y) {
+  const auto a = x.to_vector(), b = y.to_vector();
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::printf("MISMATCH: %s\n", what);
+    std::exit(1);
+  }
+}
+
+void per_statement(int rounds) {
+  std::printf("\n1. z = a * b + c, ns per statement (10 statements per call)\n");
+  std::printf("%8s %12s %12s %12s %10s\n", "n", "captured", "uncaptured", "Eigen", "unc/capt");
+  for (const std::int64_t n : {1, 16, 256, 4096}) {
+    const auto a = kiln::random::uniform<float>({n}, 1), b = kiln::random::uniform<float>({n}, 2),
+               c = kiln::random::uniform<float>({n}, 3);
+    std::vector<tensor<float>> z, zr;
+    for (int k = 0; k < 10; ++k)
+      z.push_back(kiln::zeros<float>({n})), zr.push_back(kiln::zeros<float>({n}));
+    const auto ten = [](std::vector<tensor<float>>& z, const tensor<float>& a,
+                        const tensor<float>& b, const tensor<float>& c) {
+      for (tensor<float>& zk : z)
+        zk = a * b + c;
+    };
+    auto plan = kiln::capture([&](tensor<float>& z0, tensor<float>& z1, tensor<float>& z2,
+                                  tensor<float>& z3, tensor<float>& z4, tensor<float>& z5,
+                                  tensor<float>& z6, tensor<float>& z7, tensor<float>& z8,
+                                  tensor<float>& z9, const tensor<float>& a,
+                                  const tensor<float>& b, const tensor<float>& c) {
+      std::vector<tensor<float>> v{z0, z1, z2, z3, z4, z5, z6, z7, z8, z9};
+      ten(v, a, b, c);
+    });
+    const auto call = [&] { plan(z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7], z[8], z[9], a, b, c); };
+    call();
+    call();
+    ten(zr, a, b, c);
+    for (int k = 0; k < 10; ++k)
+      require(same_bits(z[k], zr[k]), "z = a * b + c");
+    Eigen::ArrayXf ea = Eigen::ArrayXf::Random(n), eb = Eigen::ArrayXf::Random(n),
+                   ec = Eigen::ArrayXf::Random(n);
+    std::vector<Eigen::ArrayXf> ez(10, Eigen::ArrayXf(n));
+    const int calls = int(std::max<std::int64_t>(50, 20000 / std::max<std::int64_t>(1, n / 64)));
+    const auto f = alternate(rounds, {[&] { return ns_per_call(call, calls) / 10; },
+                                      [&] { return ns_per_call([&] { ten(zr, a, b, c); }, calls) / 10; },
+                                      [&] {
+                                        return ns_per_call(
+                                                   [&] {
+                                                     for (auto& e : ez)
+                                                       e = ea * eb + ec;
+                                                     asm volatile("" ::: "memory");
+                                                   },
+                                                   calls) /
+                                               10;
+                                      }});
+    std::printf("%8lld %12.1f %12.1f %12.1f %9.2fx\n", (long long)n, f[0].median, f[1].median,
+                f[2].median, f[1].median / f[0].median);
+  }
+}
+
+// Ten statements of an update on small tensors: what a solver or optimizer step does.
+void ten_statements(tensor<float>& x, tensor<float>& m, tensor<float>& v, tensor<float>& loss,
+                    const tensor<float>& g, kiln::param<float> lr) {
+  tensor<float> gg = g * g;                                    // 1
+  m = m * 0.9f + g * 0.1f;                                     // 2
+  v = v * 0.999f + gg * 0.001f;                                // 3
+  tensor<float> step = m / (kiln::sqrt(v) + 1e-8f);            // 4
+  tensor<float> clipped = kiln::minimum(kiln::maximum(step, -1.0f), 1.0f); // 5
+  x = x - lr * clipped;                                        // 6
+  tensor<float> e, s;
+  kiln::eval(e = kiln::exp(-x * x), s = kiln::sin(x) * kiln::cos(x)); // 7
+  loss = kiln::sum(e * s + kiln::log1p(gg));                   // 8, 9 (a reduction, then a pass)
+  x = x * 0.5f + kiln::tanh(x) * 0.5f;                         // 10
+}
+
+void small_step(int rounds) {
+  std::printf("\n2. a 10-statement step of 64-element tensors, ns per step\n");
+  const std::int64_t n = 64;
+  const auto g = kiln::random::normal<float>({n}, 4);
+  auto fresh = [&](tensor<float>& x, tensor<float>& m, tensor<float>& v, tensor<float>& l) {
+    x = kiln::random::normal<float>({n}, 5);
+    m = kiln::zeros<float>({n});
+    v = kiln::zeros<float>({n});
+    l = kiln::zeros<float>({});
+  };
+  tensor<float> x, m, v, l, xr, mr, vr, lr;
+  fresh(x, m, v, l);
+  fresh(xr, mr, vr, lr);
+  auto plan = kiln::capture(ten_statements, {.name = "adam-like step"});
+  for (int i = 0; i < 5; ++i) {
+    plan(x, m, v, l, g, 0.01f * float(i + 1));
+    kiln::param<float> p(0.01f * float(i + 1));
+    ten_statements(xr, mr, vr, lr, g, p);
+  }
+  require(same_bits(x, xr) && same_bits(m, mr) && same_bits(v, vr) && same_bits(l, lr),
+          "10-statement step");
+  std::printf("   (%zu recorded steps)\n", plan.steps());
+  const int calls = 5000;
+  kiln::param<float> p(0.001f);
+  const auto f = alternate(rounds, {[&] { return ns_per_call([&] { plan(x, m, v, l, g, 0.001f); }, calls); },
+                                    [&] { return ns_per_call([&] { ten_statements(xr, mr, vr, lr, g, p); }, calls); }});
+  std::printf("%12s %12s %10s\n", "captured", "uncaptured", "ratio");
+  std::printf("%12.0f %12.0f %9.2fx   (IQR captured %.0f-%.0f, uncaptured %.0f-%.0f)\n",
+              f[0].median, f[1].median, f[1].median / f[0].median, f[0].q1, f[0].q3, f[1].q1,
+              f[1].q3);
+}
+
+constexpr double heat_r = 0.2;
+
+// One step of the stencil: the interior of v from u.
+void heat_step(tensor<double>& v, const tensor<double>& u) {
+  const std::int64_t n = u.dim(0);
+  const auto in = [&](const tensor<double>& t, std::int64_t di, std::int64_t dj) {
+    return t.narrow(0, 1 + di, n - 2).narrow(1, 1 + dj, n - 2);
+  };
+  in(v, 0, 0) = in(u, 0, 0) + heat_r * (in(u, -1, 0) + in(u, 1, 0) + in(u, 0, -1) +
+                                        in(u, 0, 1) - 4.0 * in(u, 0, 0));
+}
+
+void hand_heat(std::vector<double>& u, std::vector<double>& v, std::int64_t n, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    for (std::int64_t i = 1; i < n - 1; ++i) {
+      const double *c = u.data() + i * n, *up = c - n, *dn = c + n;
+      double* o = v.data() + i * n;
+      for (std::int64_t j = 1; j < n - 1; ++j)
+        o[j] = c[j] + heat_r * (up[j] + dn[j] + c[j - 1] + c[j + 1] - 4.0 * c[j]);
+    }
+    std::swap(u, v);
+  }
+}
+
+void heat(int rounds) {
+  std::printf("\n3. heat equation, 1000 steps, f64, 1 thread: ms per 1000 steps\n");
+  std::printf("%6s %10s %10s %10s %10s %10s\n", "n", "captured", "uncaptured", "hand", "unc/capt",
+              "hand/capt");
+  const int threads = kiln::num_threads();
+  kiln::set_num_threads(1);
+  for (const std::int64_t n : {64, 512}) {
+    const int steps = 1000;
+    const auto u0 = kiln::random::uniform<double>({n, n}, 7);
+    auto plan = kiln::capture(heat_step, {.name = "heat step"});
+    tensor<double> u = u0.clone(), v = u0.clone(), ur = u0.clone(), vr = u0.clone();
+    const auto captured = [&] {
+      for (int s = 0; s < steps; s += 2) {
+        plan(v, u);
+        plan(u, v);
+      }
+    };
+    const auto uncaptured = [&] {
+      for (int s = 0; s < steps; s += 2) {
+        heat_step(vr, ur);
+        heat_step(ur, vr);
+      }
+    };
+    std::vector<double> hu = u0.to_vector(), hv = hu;
+    captured();
+    uncaptured();
+    require(same_bits(u, ur), "heat");
+    const auto ms = [](auto&& f) {
+      const auto t0 = clk::now();
+      f();
+      return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    };
+    const auto f = alternate(rounds, {[&] { return ms(captured); }, [&] { return ms(uncaptured); },
+                                      [&] { return ms([&] { hand_heat(hu, hv, n, steps); }); }});
+    std::printf("%6lld %10.3f %10.3f %10.3f %9.2fx %9.2fx\n", (long long)n, f[0].median,
+                f[1].median, f[2].median, f[1].median / f[0].median, f[2].median / f[0].median);
+  }
+  kiln::set_num_threads(threads);
+}
+
+void large(int rounds) {
+  std::printf("\n4. z = a * b + c at 2^24 f32, ms per pass (all threads)\n");
+  const std::int64_t n = std::int64_t{1} << 24;
+  const auto a = kiln::random::uniform<float>({n}, 1), b = kiln::random::uniform<float>({n}, 2),
+             c = kiln::random::uniform<float>({n}, 3);
+  tensor<float> z = kiln::zeros<float>({n}), zr = kiln::zeros<float>({n});
+  auto plan = kiln::capture([](tensor<float>& z, const tensor<float>& a, const tensor<float>& b,
+                               const tensor<float>& c) { z = a * b + c; });
+  plan(z, a, b, c);
+  plan(z, a, b, c);
+  zr = a * b + c;
+  require(same_bits(z, zr), "2^24 pass");
+  const auto ms = [](auto&& f) {
+    const auto t0 = clk::now();
+    f();
+    return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+  };
+  const auto f = alternate(rounds, {[&] { return ms([&] { plan(z, a, b, c); }); },
+                                    [&] { return ms([&] { zr = a * b + c; }); }});
+  std::printf("%12s %12s %10s\n", "captured", "uncaptured", "unc/capt");
+  std::printf("%12.3f %12.3f %9.3fx   (IQR %.3f-%.3f, %.3f-%.3f)\n", f[0].median, f[1].median,
+              f[1].median / f[0].median, f[0].q1, f[0].q3, f[1].q1, f[1].q3);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 31;
+  std::printf("bench_plan: %d threads, %d rounds\n", kiln::num_threads(), rounds);
+  per_statement(rounds);
+  small_step(rounds);
+  heat(std::max(5, rounds / 3));
+  large(rounds);
+}

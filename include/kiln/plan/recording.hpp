@@ -1,0 +1,140 @@
+#pragma once
+// A plan's recording: the steps a captured function ran (host passes, reductions), each
+// with its operands resolved to the plan's own memory, so that a replay binds the arguments
+// and runs the steps without building a node, planning aliasing or looking up a kernel.
+//
+// Memory a step reads or writes is one of two kinds, found when the step is recorded:
+//   - an argument's: the step points at the argument's slot, a borrowed storage the plan
+//     points at the caller's tensor at each call (one pointer per argument, not per leaf);
+//   - the function's own (a temporary, a reduction's result, a tensor it made): kept by
+//     the plan and reused at every replay.
+// Anything else (a tensor the function reaches through a reference, not an argument) is
+// refused when it is met: a replay would read whatever that handle held at capture.
+#include "kiln/error.hpp"
+#include "kiln/eval/flat.hpp"
+#include "kiln/eval/kernel.hpp"
+#include "kiln/plan/capture_state.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::detail {
+
+struct host_output;
+
+// One recorded step; run() does what the statement did, on the plan's bound memory.
+class plan_step {
+public:
+  virtual ~plan_step() = default;
+  virtual void run() = 0;
+};
+
+// A tensor argument as a capture saw it: what a replay compares (the layout, the device,
+// which earlier argument shares its storage) and where its slot is.
+struct plan_argument {
+  kiln::layout layout;
+  kiln::device device;
+  int same_as; // the first argument over the same storage (itself if none)
+  int slot;
+};
+
+// An argument at a call: its handle's parts.
+struct bound_argument {
+  const storage* st;
+  const kiln::layout* layout;
+  dtype type;
+};
+
+class plan_recording {
+public:
+  KILN_CORE_INLINE plan_recording(std::string name, const void* signature);
+  plan_recording(const plan_recording&) = delete;
+  plan_recording& operator=(const plan_recording&) = delete;
+  KILN_CORE_INLINE ~plan_recording();
+
+  const std::string& name() const noexcept { return name_; }
+  const void* signature() const noexcept { return signature_; }
+
+  // --- capturing
+  // The arguments: a slot each (shared where they share storage); returns the slot storage
+  // of each, through which the captured function reads and writes them.
+  KILN_CORE_INLINE std::vector<std::shared_ptr<storage>>
+  bind_for_capture(std::span<const bound_argument> args);
+  // A cell for each parameter (its bits, as a flat_scalar holds them).
+  std::uint64_t* add_parameter() { return cells_.emplace_back(new std::uint64_t(0)).get(); }
+  KILN_CORE_INLINE void made(const std::shared_ptr<storage>& s);
+  // Memory a step uses: an argument's slot or the function's own (kept); anything else
+  // is a kiln::error naming `op` and the tensor. `held`: the step keeps a handle to it.
+  KILN_CORE_INLINE void use(const storage* s, const kiln::layout& l, dtype t, const char* op,
+                            bool held = false);
+  // Adds a step, unless a step that records itself whole is being recorded (nested).
+  KILN_CORE_INLINE void add(std::unique_ptr<plan_step> step);
+  // After the function returned: the handles it was given (`proxies`) must still be its
+  // arguments' slots, as they were laid out (it assigned values, not other tensors).
+  KILN_CORE_INLINE void check_arguments(std::span<const bound_argument> proxies) const;
+  // Then, the handles let go: the function's own memory in use moves to the arena, and an
+  // argument handle or a tensor the function made that is still held elsewhere (kept in a
+  // handle outside the function) is an error.
+  KILN_CORE_INLINE void finish();
+
+  // --- replaying
+  // 0 where args are what the capture saw; else (with *why set, where given, to what
+  // changed) 1 where only layouts differ, ranks kept, and 2 for anything else.
+  KILN_CORE_INLINE int matches(std::span<const bound_argument> args, std::string* why) const;
+  KILN_CORE_INLINE void bind(std::span<const bound_argument> args);
+  KILN_CORE_INLINE void unbind() noexcept;
+  KILN_CORE_INLINE void replay();
+  std::size_t steps() const noexcept { return steps_.size(); }
+  std::uint64_t* parameter(std::size_t i) noexcept { return cells_[i].get(); }
+
+private:
+  std::string name_;
+  const void* signature_;
+  std::vector<plan_argument> args_;
+  std::vector<std::shared_ptr<storage>> slots_;
+  std::vector<std::unique_ptr<std::uint64_t>> cells_;
+  std::vector<std::unique_ptr<plan_step>> steps_;
+  std::vector<std::shared_ptr<storage>> arena_;
+  // While capturing: what the function made, which of that steps use, handles steps hold.
+  std::unordered_map<const storage*, std::shared_ptr<storage>> made_;
+  std::unordered_map<const storage*, long> used_;
+  std::uint64_t overlaps_ = 0; // pairs of borrowed arguments whose memory meets
+  bool borrowed_ = false;
+
+public:
+  int nested = 0;
+};
+
+// Records a host pass run by host_run_pass_with (eval/assign.hpp): its kernel, outputs
+// (`stores`: each target's storage), leaves and scalars, over `shape`.
+KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref& k,
+                                       std::span<const host_output> outs,
+                                       std::span<const storage* const> stores,
+                                       std::span<const flat_leaf> leaves,
+                                       std::span<const flat_scalar> scalars,
+                                       const kiln::shape& shape);
+
+// A plan parameter's current value in a tree a step holds (a reduction's operand).
+template <class T>
+void refresh_parameters(tensor<T>&) {}
+template <class T>
+void refresh_parameters(scalar_expr<T>& s) {
+  if (s.source) std::memcpy(&s.value, s.source, sizeof(T)); // (a cell: bits, not a T)
+}
+template <class Op, class... C>
+void refresh_parameters(expr_node<Op, C...>& n) {
+  n.each_child([](const auto& c) {
+    refresh_parameters(const_cast<std::remove_cvref_t<decltype(c)>&>(c));
+  });
+}
+
+} // namespace kiln::detail
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/plan/recording_impl.hpp"
+#endif

@@ -1,0 +1,309 @@
+#pragma once
+// A plan recording's definitions (declared in recording.hpp; see kiln/linkage.hpp for where
+// they are compiled).
+#include "kiln/eval/host_pass.hpp"
+#include "kiln/eval/host_pass_impl.hpp"
+#include "kiln/plan/recording.hpp"
+
+#include <algorithm>
+
+namespace kiln::detail {
+
+inline std::string plan_tensor_words(const kiln::layout& l, dtype t) {
+  return "a tensor<" + std::string(name(t)) + "> of shape " + l.shape.str();
+}
+
+KILN_CORE_INLINE void note_made_storage(const std::shared_ptr<storage>& s) {
+  if (plan_recording* r = recording_now()) r->made(s);
+}
+
+KILN_CORE_INLINE void refuse_in_capture(const char* op, const char* why) {
+  throw error(std::string("plan ") + recording_now()->name(),
+              std::string(op) + " cannot run inside a captured function", why);
+}
+
+KILN_CORE_INLINE plan_recording::plan_recording(std::string name, const void* signature)
+    : name_(std::move(name)), signature_(signature) {}
+KILN_CORE_INLINE plan_recording::~plan_recording() = default;
+
+inline std::pair<std::uintptr_t, std::uintptr_t> bytes_of(const bound_argument& a) {
+  return byte_range(flat_leaf{a.st, a.layout, a.type}, *a.layout);
+}
+// Pairs (i, j) of arguments over distinct storages whose bytes meet (borrowed memory: two
+// views of another library's array), one bit each, in order.
+inline std::uint64_t overlap_bits(std::span<const bound_argument> args) {
+  std::uint64_t bits = 0;
+  int bit = 0;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j, ++bit)
+      if (bit < 64 && args[i].st != args[j].st && intersect(bytes_of(args[i]), bytes_of(args[j])))
+        bits |= std::uint64_t{1} << bit;
+  return bits;
+}
+
+KILN_CORE_INLINE std::vector<std::shared_ptr<storage>>
+plan_recording::bind_for_capture(std::span<const bound_argument> args) {
+  std::vector<std::shared_ptr<storage>> per_arg;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bound_argument& a = args[i];
+    if (!a.st->on_host())
+      throw error("plan " + name_, "device tensors are not captured yet",
+                  "argument " + std::to_string(i + 1) + " lives on " + a.st->device().str() +
+                      "; a plan replays host statements");
+    int same = int(i);
+    for (std::size_t j = 0; j < i && same == int(i); ++j)
+      if (args[j].st == a.st) same = int(j);
+    plan_argument p{*a.layout, a.st->device(), same, 0};
+    if (same == int(i)) {
+      p.slot = int(slots_.size());
+      slots_.push_back(std::make_shared<storage>(a.type, a.st->count(), a.st->data()));
+    } else {
+      p.slot = args_[std::size_t(same)].slot;
+    }
+    borrowed_ = borrowed_ || !a.st->owned();
+    per_arg.push_back(slots_[std::size_t(p.slot)]);
+    args_.push_back(std::move(p));
+  }
+  if (borrowed_) overlaps_ = overlap_bits(args);
+  return per_arg;
+}
+
+KILN_CORE_INLINE void plan_recording::made(const std::shared_ptr<storage>& s) {
+  made_.emplace(s.get(), s);
+}
+
+KILN_CORE_INLINE void plan_recording::use(const storage* s, const kiln::layout& l, dtype t,
+                                          const char* op, bool held) {
+  const bool slot = std::any_of(slots_.begin(), slots_.end(),
+                                [&](const std::shared_ptr<storage>& x) { return x.get() == s; });
+  if (!slot && !made_.count(s))
+    throw error("plan " + name_, std::string(op) + " uses a tensor that is not an argument",
+                plan_tensor_words(l, t) +
+                    " reached from inside the captured function (a reference it holds) and "
+                    "neither passed as an argument nor made inside it; pass it as an argument");
+  used_[s] += held ? 1 : 0;
+}
+
+KILN_CORE_INLINE void plan_recording::add(std::unique_ptr<plan_step> step) {
+  if (nested == 0) steps_.push_back(std::move(step));
+}
+
+KILN_CORE_INLINE void plan_recording::check_arguments(std::span<const bound_argument> proxies) const {
+  for (std::size_t i = 0; i < proxies.size(); ++i) {
+    const plan_argument& a = args_[i];
+    if (proxies[i].st != slots_[std::size_t(a.slot)].get() || *proxies[i].layout != a.layout)
+      throw error("plan " + name_, "the captured function replaced an argument's handle",
+                  "argument " + std::to_string(i + 1) +
+                      " now refers to other memory or another layout (a plan writes into its "
+                      "arguments in place; assign values, not tensors of another shape)");
+  }
+}
+
+KILN_CORE_INLINE void plan_recording::finish() {
+  const auto held = [&](const storage* s) {
+    const auto u = used_.find(s);
+    return u == used_.end() ? 0L : u->second;
+  };
+  for (const std::shared_ptr<storage>& s : slots_)
+    if (s.use_count() > 1 + held(s.get()))
+      throw error("plan " + name_, "the captured function keeps an argument's handle",
+                  "a handle to an argument outlives the call (stored outside the function); a "
+                  "replay would change what it reads");
+  for (auto& [raw, s] : made_) {
+    const auto u = used_.find(raw);
+    if (u == used_.end()) continue;
+    if (s.use_count() > 1 + u->second)
+      throw error("plan " + name_, "the captured function keeps a tensor it made",
+                  "a tensor of " + std::to_string(s->count()) +
+                      " elements made inside the function outlives the call (kept in a handle "
+                      "outside it); every replay would write it again: make it outside and pass "
+                      "it as an argument");
+    arena_.push_back(s);
+  }
+  made_.clear();
+  used_.clear();
+}
+
+KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> args,
+                                             std::string* why) const {
+  const auto say = [&](std::size_t i, const std::string& what, int code = 2) {
+    if (why) *why = "argument " + std::to_string(i + 1) + " " + what;
+    return code;
+  };
+  if (args.size() != args_.size()) {
+    if (why) *why = "the call has another number of tensor arguments";
+    return 2;
+  }
+  int code = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const plan_argument& p = args_[i];
+    const bound_argument& a = args[i];
+    if (a.st->device() != p.device)
+      return say(i, "was captured on " + p.device.str() + " and is now on " +
+                        a.st->device().str());
+    if (*a.layout != p.layout && (code == 0 || a.layout->rank() != p.layout.rank()))
+      code = say(i, a.layout->shape == p.layout.shape
+                        ? "has the captured shape " + p.layout.shape.str() +
+                              " but another layout (strides " + a.layout->strides.str() +
+                              " offset " + std::to_string(a.layout->offset) + ", captured " +
+                              p.layout.strides.str() + " offset " +
+                              std::to_string(p.layout.offset) + ")"
+                        : "was captured with shape " + p.layout.shape.str() + " and is now " +
+                              a.layout->shape.str(),
+                    a.layout->rank() == p.layout.rank() ? 1 : 2);
+    int same = int(i);
+    for (std::size_t j = 0; j < i && same == int(i); ++j)
+      if (args[j].st == a.st) same = int(j);
+    if (same != p.same_as)
+      return say(i, p.same_as == int(i)
+                        ? "shares memory with argument " + std::to_string(same + 1) +
+                              "; they were distinct when the plan was captured"
+                        : "was captured sharing memory with argument " +
+                              std::to_string(p.same_as + 1) + " and now does not");
+  }
+  if (borrowed_ || std::any_of(args.begin(), args.end(),
+                               [](const bound_argument& a) { return !a.st->owned(); }))
+    if (overlap_bits(args) != overlaps_) {
+      if (why) *why = "arguments over borrowed memory overlap differently than when captured";
+      return 2;
+    }
+  return code;
+}
+
+KILN_CORE_INLINE void plan_recording::bind(std::span<const bound_argument> args) {
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (args_[i].same_as == int(i))
+      slots_[std::size_t(args_[i].slot)]->rebind(args[i].st->data(), args[i].st->count());
+}
+
+KILN_CORE_INLINE void plan_recording::unbind() noexcept {
+  for (const std::shared_ptr<storage>& s : slots_)
+    s->rebind(nullptr, 0);
+}
+
+KILN_CORE_INLINE void plan_recording::replay() {
+  for (const std::unique_ptr<plan_step>& s : steps_)
+    s->run();
+}
+
+// A host pass, replayed: its operands' layouts are the plan's copies and their storages
+// the plan's (slots or its own), so a replay only reads each storage's current address.
+// A pass that runs as one contiguous run of one task (most small passes) is resolved once:
+// the kernel's arguments are laid out and a replay calls the kernel itself.
+class host_pass_step final : public plan_step {
+public:
+  host_pass_step(const host_kernel_ref& k, std::span<const host_output> outs,
+                 std::span<const storage* const> stores, std::span<const flat_leaf> leaves,
+                 std::span<const flat_scalar> scalars, const kiln::shape& shape)
+      : k_(k), shape_(shape), scalars_(scalars.begin(), scalars.end()) {
+    const std::size_t no = outs.size(), nl = leaves.size();
+    layouts_.reserve(no + nl);
+    for (const host_output& o : outs)
+      layouts_.push_back(*o.layout);
+    for (const flat_leaf& l : leaves)
+      layouts_.push_back(*l.layout);
+    for (std::size_t o = 0; o < no; ++o) {
+      outs_.push_back({nullptr, &layouts_[o], outs[o].type, outs[o].active});
+      out_stores_.push_back(stores[o]);
+    }
+    for (std::size_t l = 0; l < nl; ++l)
+      leaves_.push_back({leaves[l].storage, &layouts_[no + l], leaves[l].type});
+    for (std::size_t s = 0; s < scalars_.size(); ++s)
+      if (scalars_[s].source) parameters_.push_back(s);
+    resolve(outs, leaves);
+  }
+
+  void run() override {
+    for (const std::size_t s : parameters_)
+      std::memcpy(&scalars_[s].bits, scalars_[s].source, sizeof scalars_[s].bits);
+    if (direct_) {
+      if (n_ == 0) return;
+      for (std::size_t i = 0; i < in_.size(); ++i)
+        if (in_store_[i])
+          in_[i] = static_cast<const unsigned char*>(in_store_[i]->data()) + in_bytes_[i];
+      for (std::size_t o = 0; o < out_.size(); ++o)
+        if (outs_[o].active)
+          out_[o] = static_cast<unsigned char*>(out_stores_[o]->data()) + out_bytes_[o];
+      k_.run({in_.data(), scalars_.data(), nullptr, nullptr, 0, out_.data(), n_, false, apart_,
+              prefetch_});
+      return;
+    }
+    for (std::size_t o = 0; o < outs_.size(); ++o)
+      outs_[o].data = static_cast<unsigned char*>(out_stores_[o]->data()) +
+                      outs_[o].layout->offset * std::int64_t(size_of(outs_[o].type));
+    run_host_pass(k_, outs_, leaves_, scalars_, shape_);
+  }
+
+private:
+  // Whether the pass runs as run_contiguous_pass (host_pass_impl.hpp) runs a pass of one
+  // task with no memo sites and no streaming stores; then its kernel's arguments, once.
+  void resolve(std::span<const host_output> outs, std::span<const flat_leaf> leaves) {
+    const std::int64_t total = numel(shape_);
+    const host_launch launch = host_launch_for(k_, total);
+    if (!k_.memos.empty() || total > pass_grain(k_, launch)) return;
+    const auto plain = [&](const kiln::layout& l) {
+      return l.shape == shape_ && l.is_contiguous();
+    };
+    std::int64_t footprint = 0;
+    in_.assign(leaves.size(), nullptr);
+    in_store_.assign(leaves.size(), nullptr);
+    in_bytes_.assign(leaves.size(), 0);
+    out_.assign(outs.size(), nullptr);
+    out_bytes_.assign(outs.size(), 0);
+    std::size_t o = 0;
+    for (std::size_t p = 0; p < outs.size(); ++p) {
+      if (!outs[p].active) continue;
+      if (!plain(*outs[p].layout)) return;
+      out_bytes_[p] = outs[p].layout->offset * std::int64_t(size_of(outs[p].type));
+      footprint += std::int64_t(size_of(outs[p].type));
+    }
+    for (std::size_t l = 0; l < leaves.size(); ++l) {
+      while (o + 1 < outs.size() && int(l) >= k_.leaf_start[o + 1])
+        ++o;
+      if (!outs[o].active) continue;
+      if (!plain(*leaves[l].layout)) return;
+      in_store_[l] = leaves[l].storage;
+      in_bytes_[l] = leaves[l].layout->offset * std::int64_t(size_of(leaves[l].type));
+      footprint += std::int64_t(size_of(leaves[l].type));
+    }
+    if (k_.may_stream && streams(launch, footprint * total)) return;
+    n_ = total;
+    apart_ = total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
+    prefetch_ = pass_prefetch(launch);
+    direct_ = true;
+  }
+
+  host_kernel_ref k_;
+  kiln::shape shape_;
+  std::vector<flat_scalar> scalars_;
+  std::vector<std::size_t> parameters_;
+  std::vector<kiln::layout> layouts_;
+  std::vector<host_output> outs_;
+  std::vector<const storage*> out_stores_;
+  std::vector<flat_leaf> leaves_;
+  // The resolved form.
+  bool direct_ = false;
+  std::int64_t n_ = 0;
+  bool apart_ = false;
+  std::intptr_t prefetch_ = 0;
+  std::vector<const void*> in_;
+  std::vector<const storage*> in_store_;
+  std::vector<std::int64_t> in_bytes_;
+  std::vector<void*> out_;
+  std::vector<std::int64_t> out_bytes_;
+};
+
+KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref& k,
+                                       std::span<const host_output> outs,
+                                       std::span<const storage* const> stores,
+                                       std::span<const flat_leaf> leaves,
+                                       std::span<const flat_scalar> scalars,
+                                       const kiln::shape& shape) {
+  for (std::size_t o = 0; o < outs.size(); ++o)
+    r.use(stores[o], *outs[o].layout, outs[o].type, "assign");
+  for (const flat_leaf& l : leaves)
+    r.use(l.storage, *l.layout, l.type, "assign");
+  r.add(std::make_unique<host_pass_step>(k, outs, stores, leaves, scalars, shape));
+}
+
+} // namespace kiln::detail
