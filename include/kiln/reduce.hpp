@@ -202,8 +202,11 @@ class reduction_step final : public plan_step {
 public:
   using out_type = tensor<typename R::template result<value_t<E>>>;
   reduction_step(const out_type& out, const E& e, const std::array<bool, max_rank>& mask,
-                 std::span<const double> params)
-      : out_(out), e_(e), mask_(mask), params_(params.begin(), params.end()) {}
+                 std::span<const double> params, plan_recording& r)
+      : out_(out), e_(e), mask_(mask), params_(params.begin(), params.end()) {
+    adopt_leaves(out_, r, R::name);
+    adopt_leaves(e_, r, R::name);
+  }
   void run() override {
     refresh_parameters(e_);
     run_reduction<R>(out_, e_, mask_, params_);
@@ -220,11 +223,7 @@ template <class R, class E>
 void record_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
                       const std::array<bool, max_rank>& mask, std::span<const double> params) {
   plan_recording& r = *recording_now();
-  r.use(out.storage().get(), out.layout(), out.dtype(), R::name, true);
-  for_each_leaf(e, [&](const auto& t) {
-    r.use(t.storage().get(), t.layout(), t.dtype(), R::name, true);
-  });
-  r.add(std::make_unique<reduction_step<R, E>>(out, e, mask, params));
+  r.add(std::make_unique<reduction_step<R, E>>(out, e, mask, params, r));
 }
 } // namespace detail
 

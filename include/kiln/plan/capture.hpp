@@ -64,9 +64,9 @@ public:
   const std::string& name() const noexcept { return options_.name; }
   // The recording args replay (the one used last first), or null.
   plan_recording* find(std::span<const bound_argument> args, const void* sig) {
-    if (last_ && last_->signature() == sig && last_->matches(args, nullptr) == 0) return last_;
+    if (last_ && last_->signature() == sig && last_->replays(args)) return last_;
     for (std::size_t i = 0; i < recordings_.size(); ++i)
-      if (recordings_[i]->signature() == sig && recordings_[i]->matches(args, nullptr) == 0) {
+      if (recordings_[i]->signature() == sig && recordings_[i]->replays(args)) {
         std::rotate(recordings_.begin() + std::ptrdiff_t(i), recordings_.begin() + std::ptrdiff_t(i) + 1,
                     recordings_.end()); // most recently used last
         return last_ = recordings_.back().get();
@@ -124,12 +124,9 @@ struct recording_scope {
   recording_scope& operator=(const recording_scope&) = delete;
 };
 
-template <class A>
-bound_argument bound_of(const A& a, std::size_t i, const std::string& plan) {
-  if (a.empty())
-    throw error("plan " + plan, "a tensor argument is empty",
-                "argument " + std::to_string(i + 1) + " has no storage");
-  return {a.storage().get(), &a.layout(), a.dtype()};
+[[noreturn, gnu::cold]] inline void refuse_empty_argument(const std::string& plan, std::size_t i) {
+  throw error("plan " + plan, "a tensor argument is empty",
+              "argument " + std::to_string(i + 1) + " has no storage");
 }
 
 } // namespace detail
@@ -153,7 +150,11 @@ public:
       std::size_t t = 0, i = 0;
       (
           [&] {
-            if constexpr (plan_tensor_arg<A>) bound[t++] = bound_of(a, i, core_->name());
+            if constexpr (plan_tensor_arg<A>) {
+              if (!a.storage()) [[unlikely]]
+                refuse_empty_argument(core_->name(), i);
+              bound[t++] = {a.storage().get(), &a.layout(), a.dtype()};
+            }
             ++i;
           }(),
           ...);

@@ -5,7 +5,9 @@
 //
 // Memory a step reads or writes is one of two kinds, found when the step is recorded:
 //   - an argument's: the step points at the argument's slot, a borrowed storage the plan
-//     points at the caller's tensor at each call (one pointer per argument, not per leaf);
+//     points at the caller's tensor at each call (one pointer per argument, not per leaf),
+//     whether the statement reached it through the handle the function was given or
+//     through one of the caller's (an expression built before the call);
 //   - the function's own (a temporary, a reduction's result, a tensor it made): kept by
 //     the plan and reused at every replay.
 // Anything else (a tensor the function reaches through a reference, not an argument) is
@@ -69,9 +71,12 @@ public:
   std::uint64_t* add_parameter() { return cells_.emplace_back(new std::uint64_t(0)).get(); }
   KILN_CORE_INLINE void made(const std::shared_ptr<storage>& s);
   // Memory a step uses: an argument's slot or the function's own (kept); anything else
-  // is a kiln::error naming `op` and the tensor. `held`: the step keeps a handle to it.
-  KILN_CORE_INLINE void use(const storage* s, const kiln::layout& l, dtype t, const char* op,
-                            bool held = false);
+  // is a kiln::error naming `op` and the tensor. Returns what the step is to use: the slot
+  // where s is an argument's own storage, else s. `held`: the step keeps a handle to it.
+  KILN_CORE_INLINE const storage* use(const storage* s, const kiln::layout& l, dtype t,
+                                      const char* op, bool held = false);
+  // The handle of a slot use() returned.
+  KILN_CORE_INLINE const std::shared_ptr<storage>& slot_handle(const storage* slot) const;
   // Adds a step, unless a step that records itself whole is being recorded (nested).
   KILN_CORE_INLINE void add(std::unique_ptr<plan_step> step);
   // After the function returned: the handles it was given (`proxies`) must still be its
@@ -83,6 +88,8 @@ public:
   KILN_CORE_INLINE void finish();
 
   // --- replaying
+  // Whether args are what the capture saw (matches() == 0, without saying why not).
+  KILN_CORE_INLINE bool replays(std::span<const bound_argument> args) const noexcept;
   // 0 where args are what the capture saw; else (with *why set, where given, to what
   // changed) 1 where only layouts differ, ranks kept, and 2 for anything else.
   KILN_CORE_INLINE int matches(std::span<const bound_argument> args, std::string* why) const;
@@ -97,6 +104,7 @@ private:
   const void* signature_;
   std::vector<plan_argument> args_;
   std::vector<std::shared_ptr<storage>> slots_;
+  std::vector<const storage*> real_; // per slot: the argument's own storage at capture
   std::vector<std::unique_ptr<std::uint64_t>> cells_;
   std::vector<std::unique_ptr<plan_step>> steps_;
   std::vector<std::shared_ptr<storage>> arena_;
@@ -118,6 +126,26 @@ KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref&
                                        std::span<const flat_leaf> leaves,
                                        std::span<const flat_scalar> scalars,
                                        const kiln::shape& shape);
+
+// The tensors of a tree a step holds, each checked by use() and pointed at its slot where
+// it is an argument's.
+template <class T>
+void adopt_leaves(tensor<T>& t, plan_recording& r, const char* op) {
+  const storage* s = r.use(t.storage().get(), t.layout(), t.dtype(), op, true);
+  if (s != t.storage().get()) {
+    kiln::layout l = t.layout();
+    std::destroy_at(&t);
+    std::construct_at(&t, r.slot_handle(s), std::move(l));
+  }
+}
+template <class T>
+void adopt_leaves(scalar_expr<T>&, plan_recording&, const char*) {}
+template <class Op, class... C>
+void adopt_leaves(expr_node<Op, C...>& n, plan_recording& r, const char* op) {
+  n.each_child([&](const auto& c) {
+    adopt_leaves(const_cast<std::remove_cvref_t<decltype(c)>&>(c), r, op);
+  });
+}
 
 // A plan parameter's current value in a tree a step holds (a reduction's operand).
 template <class T>

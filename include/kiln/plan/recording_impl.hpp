@@ -57,6 +57,7 @@ plan_recording::bind_for_capture(std::span<const bound_argument> args) {
     if (same == int(i)) {
       p.slot = int(slots_.size());
       slots_.push_back(std::make_shared<storage>(a.type, a.st->count(), a.st->data()));
+      real_.push_back(a.st);
     } else {
       p.slot = args_[std::size_t(same)].slot;
     }
@@ -72,16 +73,24 @@ KILN_CORE_INLINE void plan_recording::made(const std::shared_ptr<storage>& s) {
   made_.emplace(s.get(), s);
 }
 
-KILN_CORE_INLINE void plan_recording::use(const storage* s, const kiln::layout& l, dtype t,
-                                          const char* op, bool held) {
-  const bool slot = std::any_of(slots_.begin(), slots_.end(),
-                                [&](const std::shared_ptr<storage>& x) { return x.get() == s; });
+KILN_CORE_INLINE const storage* plan_recording::use(const storage* s, const kiln::layout& l,
+                                                   dtype t, const char* op, bool held) {
+  bool slot = false;
+  for (std::size_t i = 0; i < slots_.size() && !slot; ++i)
+    if (slots_[i].get() == s || real_[i] == s) s = slots_[i].get(), slot = true;
   if (!slot && !made_.count(s))
     throw error("plan " + name_, std::string(op) + " uses a tensor that is not an argument",
                 plan_tensor_words(l, t) +
                     " reached from inside the captured function (a reference it holds) and "
                     "neither passed as an argument nor made inside it; pass it as an argument");
   used_[s] += held ? 1 : 0;
+  return s;
+}
+
+KILN_CORE_INLINE const std::shared_ptr<storage>&
+plan_recording::slot_handle(const storage* slot) const {
+  return *std::find_if(slots_.begin(), slots_.end(),
+                       [&](const std::shared_ptr<storage>& x) { return x.get() == slot; });
 }
 
 KILN_CORE_INLINE void plan_recording::add(std::unique_ptr<plan_step> step) {
@@ -122,6 +131,24 @@ KILN_CORE_INLINE void plan_recording::finish() {
   }
   made_.clear();
   used_.clear();
+}
+
+KILN_CORE_INLINE bool plan_recording::replays(std::span<const bound_argument> args) const noexcept {
+  if (args.size() != args_.size()) return false;
+  bool borrowed = borrowed_;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const plan_argument& p = args_[i];
+    const storage* s = args[i].st;
+    if (!(*args[i].layout == p.layout) || s->device() != p.device) return false;
+    if (p.same_as != int(i)) {
+      if (args[std::size_t(p.same_as)].st != s) return false;
+    } else {
+      for (std::size_t j = 0; j < i; ++j)
+        if (args[j].st == s) return false;
+    }
+    borrowed = borrowed || !s->owned();
+  }
+  return !borrowed || overlap_bits(args) == overlaps_;
 }
 
 KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> args,
@@ -216,14 +243,14 @@ public:
   void run() override {
     for (const std::size_t s : parameters_)
       std::memcpy(&scalars_[s].bits, scalars_[s].source, sizeof scalars_[s].bits);
-    if (direct_) {
-      if (n_ == 0) return;
-      for (std::size_t i = 0; i < in_.size(); ++i)
-        if (in_store_[i])
-          in_[i] = static_cast<const unsigned char*>(in_store_[i]->data()) + in_bytes_[i];
-      for (std::size_t o = 0; o < out_.size(); ++o)
-        if (outs_[o].active)
-          out_[o] = static_cast<unsigned char*>(out_stores_[o]->data()) + out_bytes_[o];
+    if (n_ > 0) {
+      const std::size_t nl = in_.size(), no = out_.size();
+      for (std::size_t i = 0; i < nl; ++i)
+        if (const direct_operand& d = direct_[i]; d.st)
+          in_[i] = static_cast<const unsigned char*>(d.st->data()) + d.bytes;
+      for (std::size_t o = 0; o < no; ++o)
+        if (const direct_operand& d = direct_[nl + o]; d.st)
+          out_[o] = static_cast<unsigned char*>(d.st->data()) + d.bytes;
       k_.run({in_.data(), scalars_.data(), nullptr, nullptr, 0, out_.data(), n_, false, apart_,
               prefetch_});
       return;
@@ -244,33 +271,31 @@ private:
     const auto plain = [&](const kiln::layout& l) {
       return l.shape == shape_ && l.is_contiguous();
     };
+    if (total == 0) return; // (run_host_pass does nothing)
     std::int64_t footprint = 0;
-    in_.assign(leaves.size(), nullptr);
-    in_store_.assign(leaves.size(), nullptr);
-    in_bytes_.assign(leaves.size(), 0);
-    out_.assign(outs.size(), nullptr);
-    out_bytes_.assign(outs.size(), 0);
-    std::size_t o = 0;
+    const std::size_t nl = leaves.size();
+    std::vector<direct_operand> d(nl + outs.size(), direct_operand{nullptr, 0});
     for (std::size_t p = 0; p < outs.size(); ++p) {
       if (!outs[p].active) continue;
       if (!plain(*outs[p].layout)) return;
-      out_bytes_[p] = outs[p].layout->offset * std::int64_t(size_of(outs[p].type));
+      d[nl + p] = {out_stores_[p], outs[p].layout->offset * std::int64_t(size_of(outs[p].type))};
       footprint += std::int64_t(size_of(outs[p].type));
     }
-    for (std::size_t l = 0; l < leaves.size(); ++l) {
+    for (std::size_t l = 0, o = 0; l < nl; ++l) {
       while (o + 1 < outs.size() && int(l) >= k_.leaf_start[o + 1])
         ++o;
       if (!outs[o].active) continue;
       if (!plain(*leaves[l].layout)) return;
-      in_store_[l] = leaves[l].storage;
-      in_bytes_[l] = leaves[l].layout->offset * std::int64_t(size_of(leaves[l].type));
+      d[l] = {leaves[l].storage, leaves[l].layout->offset * std::int64_t(size_of(leaves[l].type))};
       footprint += std::int64_t(size_of(leaves[l].type));
     }
     if (k_.may_stream && streams(launch, footprint * total)) return;
+    direct_ = std::move(d);
+    in_.assign(nl, nullptr);
+    out_.assign(outs.size(), nullptr);
     n_ = total;
     apart_ = total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
     prefetch_ = pass_prefetch(launch);
-    direct_ = true;
   }
 
   host_kernel_ref k_;
@@ -281,16 +306,18 @@ private:
   std::vector<host_output> outs_;
   std::vector<const storage*> out_stores_;
   std::vector<flat_leaf> leaves_;
-  // The resolved form.
-  bool direct_ = false;
+  // The resolved form: per leaf, then per output, its storage (null: not in this run) and
+  // the byte offset of its first element; empty where the pass is not resolved.
+  struct direct_operand {
+    const storage* st;
+    std::int64_t bytes;
+  };
+  std::vector<direct_operand> direct_;
   std::int64_t n_ = 0;
   bool apart_ = false;
   std::intptr_t prefetch_ = 0;
   std::vector<const void*> in_;
-  std::vector<const storage*> in_store_;
-  std::vector<std::int64_t> in_bytes_;
   std::vector<void*> out_;
-  std::vector<std::int64_t> out_bytes_;
 };
 
 KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref& k,
@@ -299,11 +326,13 @@ KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref&
                                        std::span<const flat_leaf> leaves,
                                        std::span<const flat_scalar> scalars,
                                        const kiln::shape& shape) {
+  std::vector<const storage*> used(stores.begin(), stores.end());
+  std::vector<flat_leaf> reads(leaves.begin(), leaves.end());
   for (std::size_t o = 0; o < outs.size(); ++o)
-    r.use(stores[o], *outs[o].layout, outs[o].type, "assign");
-  for (const flat_leaf& l : leaves)
-    r.use(l.storage, *l.layout, l.type, "assign");
-  r.add(std::make_unique<host_pass_step>(k, outs, stores, leaves, scalars, shape));
+    used[o] = r.use(stores[o], *outs[o].layout, outs[o].type, "assign");
+  for (flat_leaf& l : reads)
+    l.storage = r.use(l.storage, *l.layout, l.type, "assign");
+  r.add(std::make_unique<host_pass_step>(k, outs, used, reads, scalars, shape));
 }
 
 } // namespace kiln::detail
