@@ -90,12 +90,14 @@ void per_statement(int rounds) {
     auto plan = kiln::capture([&](tensor<float>& z0, tensor<float>& z1, tensor<float>& z2,
                                   tensor<float>& z3, tensor<float>& z4, tensor<float>& z5,
                                   tensor<float>& z6, tensor<float>& z7, tensor<float>& z8,
-                                  tensor<float>& z9, const tensor<float>& a,
-                                  const tensor<float>& b, const tensor<float>& c) {
+                                  tensor<float>& z9, const tensor<float>& a, const tensor<float>& b,
+                                  const tensor<float>& c) {
       std::vector<tensor<float>> v{z0, z1, z2, z3, z4, z5, z6, z7, z8, z9};
       ten(v, a, b, c);
     });
-    const auto call = [&] { plan(z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7], z[8], z[9], a, b, c); };
+    const auto call = [&] {
+      plan(z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7], z[8], z[9], a, b, c);
+    };
     call();
     call();
     ten(zr, a, b, c);
@@ -105,18 +107,19 @@ void per_statement(int rounds) {
                    ec = Eigen::ArrayXf::Random(n);
     std::vector<Eigen::ArrayXf> ez(10, Eigen::ArrayXf(n));
     const int calls = int(std::max<std::int64_t>(50, 20000 / std::max<std::int64_t>(1, n / 64)));
-    const auto f = alternate(rounds, {[&] { return ns_per_call(call, calls) / 10; },
-                                      [&] { return ns_per_call([&] { ten(zr, a, b, c); }, calls) / 10; },
-                                      [&] {
-                                        return ns_per_call(
-                                                   [&] {
-                                                     for (auto& e : ez)
-                                                       e = ea * eb + ec;
-                                                     asm volatile("" ::: "memory");
-                                                   },
-                                                   calls) /
-                                               10;
-                                      }});
+    const auto f =
+        alternate(rounds, {[&] { return ns_per_call(call, calls) / 10; },
+                           [&] { return ns_per_call([&] { ten(zr, a, b, c); }, calls) / 10; },
+                           [&] {
+                             return ns_per_call(
+                                        [&] {
+                                          for (auto& e : ez)
+                                            e = ea * eb + ec;
+                                          asm volatile("" ::: "memory");
+                                        },
+                                        calls) /
+                                    10;
+                           }});
     std::printf("%8lld %12.1f %12.1f %12.1f %9.2fx\n", (long long)n, f[0].median, f[1].median,
                 f[2].median, f[1].median / f[0].median);
   }
@@ -125,16 +128,16 @@ void per_statement(int rounds) {
 // Ten statements of an update on small tensors: what a solver or optimizer step does.
 void ten_statements(tensor<float>& x, tensor<float>& m, tensor<float>& v, tensor<float>& loss,
                     const tensor<float>& g, kiln::param<float> lr) {
-  tensor<float> gg = g * g;                                    // 1
-  m = m * 0.9f + g * 0.1f;                                     // 2
-  v = v * 0.999f + gg * 0.001f;                                // 3
-  tensor<float> step = m / (kiln::sqrt(v) + 1e-8f);            // 4
+  tensor<float> gg = g * g;                                                // 1
+  m = m * 0.9f + g * 0.1f;                                                 // 2
+  v = v * 0.999f + gg * 0.001f;                                            // 3
+  tensor<float> step = m / (kiln::sqrt(v) + 1e-8f);                        // 4
   tensor<float> clipped = kiln::minimum(kiln::maximum(step, -1.0f), 1.0f); // 5
-  x = x - lr * clipped;                                        // 6
+  x = x - lr * clipped;                                                    // 6
   tensor<float> e, s;
   kiln::eval(e = kiln::exp(-x * x), s = kiln::sin(x) * kiln::cos(x)); // 7
-  loss = kiln::sum(e * s + kiln::log1p(gg));                   // 8, 9 (a reduction, then a pass)
-  x = x * 0.5f + kiln::tanh(x) * 0.5f;                         // 10
+  loss = kiln::sum(e * s + kiln::log1p(gg)); // 8, 9 (a reduction, then a pass)
+  x = x * 0.5f + kiln::tanh(x) * 0.5f;       // 10
 }
 
 void small_step(int rounds) {
@@ -161,8 +164,9 @@ void small_step(int rounds) {
   std::printf("   (%zu recorded steps)\n", plan.steps());
   const int calls = 5000;
   kiln::param<float> p(0.001f);
-  const auto f = alternate(rounds, {[&] { return ns_per_call([&] { plan(x, m, v, l, g, 0.001f); }, calls); },
-                                    [&] { return ns_per_call([&] { ten_statements(xr, mr, vr, lr, g, p); }, calls); }});
+  const auto f = alternate(
+      rounds, {[&] { return ns_per_call([&] { plan(x, m, v, l, g, 0.001f); }, calls); },
+               [&] { return ns_per_call([&] { ten_statements(xr, mr, vr, lr, g, p); }, calls); }});
   std::printf("%12s %12s %10s\n", "captured", "uncaptured", "ratio");
   std::printf("%12.0f %12.0f %9.2fx   (IQR captured %.0f-%.0f, uncaptured %.0f-%.0f)\n",
               f[0].median, f[1].median, f[1].median / f[0].median, f[0].q1, f[0].q3, f[1].q1,
@@ -177,8 +181,8 @@ void heat_step(tensor<double>& v, const tensor<double>& u) {
   const auto in = [&](const tensor<double>& t, std::int64_t di, std::int64_t dj) {
     return t.narrow(0, 1 + di, n - 2).narrow(1, 1 + dj, n - 2);
   };
-  in(v, 0, 0) = in(u, 0, 0) + heat_r * (in(u, -1, 0) + in(u, 1, 0) + in(u, 0, -1) +
-                                        in(u, 0, 1) - 4.0 * in(u, 0, 0));
+  in(v, 0, 0) = in(u, 0, 0) + heat_r * (in(u, -1, 0) + in(u, 1, 0) + in(u, 0, -1) + in(u, 0, 1) -
+                                        4.0 * in(u, 0, 0));
 }
 
 void hand_heat(std::vector<double>& u, std::vector<double>& v, std::int64_t n, int steps) {

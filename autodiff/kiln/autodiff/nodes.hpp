@@ -36,8 +36,10 @@ template <element T>
 tensor<T> scalar_zero(const kiln::device& dev) {
   if (dev.is_host()) {
     static const tensor<T> z = [] {
+      const kiln::detail::recording_pause pause; // (made for the program, not a plan's step)
       tensor<T> t(kiln::shape{});
       t = T(0);
+      kiln::detail::note_constant_storage(t.storage());
       return t;
     }();
     return z;

@@ -67,7 +67,8 @@ public:
     if (last_ && last_->signature() == sig && last_->replays(args)) return last_;
     for (std::size_t i = 0; i < recordings_.size(); ++i)
       if (recordings_[i]->signature() == sig && recordings_[i]->replays(args)) {
-        std::rotate(recordings_.begin() + std::ptrdiff_t(i), recordings_.begin() + std::ptrdiff_t(i) + 1,
+        std::rotate(recordings_.begin() + std::ptrdiff_t(i),
+                    recordings_.begin() + std::ptrdiff_t(i) + 1,
                     recordings_.end()); // most recently used last
         return last_ = recordings_.back().get();
       }

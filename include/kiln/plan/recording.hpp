@@ -120,12 +120,10 @@ public:
 
 // Records a host pass run by host_run_pass_with (eval/assign.hpp): its kernel, outputs
 // (`stores`: each target's storage), leaves and scalars, over `shape`.
-KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref& k,
-                                       std::span<const host_output> outs,
-                                       std::span<const storage* const> stores,
-                                       std::span<const flat_leaf> leaves,
-                                       std::span<const flat_scalar> scalars,
-                                       const kiln::shape& shape);
+KILN_CORE_INLINE void
+record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const host_output> outs,
+                 std::span<const storage* const> stores, std::span<const flat_leaf> leaves,
+                 std::span<const flat_scalar> scalars, const kiln::shape& shape);
 
 // The tensors of a tree a step holds, each checked by use() and pointed at its slot where
 // it is an argument's.
@@ -156,9 +154,8 @@ void refresh_parameters(scalar_expr<T>& s) {
 }
 template <class Op, class... C>
 void refresh_parameters(expr_node<Op, C...>& n) {
-  n.each_child([](const auto& c) {
-    refresh_parameters(const_cast<std::remove_cvref_t<decltype(c)>&>(c));
-  });
+  n.each_child(
+      [](const auto& c) { refresh_parameters(const_cast<std::remove_cvref_t<decltype(c)>&>(c)); });
 }
 
 } // namespace kiln::detail

@@ -6,6 +6,7 @@
 #include "kiln/plan/recording.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 namespace kiln::detail {
 
@@ -15,6 +16,27 @@ inline std::string plan_tensor_words(const kiln::layout& l, dtype t) {
 
 KILN_CORE_INLINE void note_made_storage(const std::shared_ptr<storage>& s) {
   if (plan_recording* r = recording_now()) r->made(s);
+}
+
+// The storages of note_constant_storage, kept for the program.
+inline std::vector<std::shared_ptr<storage>>& plan_constants(std::mutex*& m) {
+  static std::mutex lock;
+  static std::vector<std::shared_ptr<storage>> all;
+  m = &lock;
+  return all;
+}
+KILN_CORE_INLINE void note_constant_storage(std::shared_ptr<storage> s) {
+  std::mutex* m = nullptr;
+  auto& all = plan_constants(m);
+  const std::lock_guard<std::mutex> hold(*m);
+  all.push_back(std::move(s));
+}
+inline bool is_plan_constant(const storage* s) {
+  std::mutex* m = nullptr;
+  const auto& all = plan_constants(m);
+  const std::lock_guard<std::mutex> hold(*m);
+  return std::any_of(all.begin(), all.end(),
+                     [&](const std::shared_ptr<storage>& c) { return c.get() == s; });
 }
 
 KILN_CORE_INLINE void refuse_in_capture(const char* op, const char* why) {
@@ -74,11 +96,11 @@ KILN_CORE_INLINE void plan_recording::made(const std::shared_ptr<storage>& s) {
 }
 
 KILN_CORE_INLINE const storage* plan_recording::use(const storage* s, const kiln::layout& l,
-                                                   dtype t, const char* op, bool held) {
+                                                    dtype t, const char* op, bool held) {
   bool slot = false;
   for (std::size_t i = 0; i < slots_.size() && !slot; ++i)
     if (slots_[i].get() == s || real_[i] == s) s = slots_[i].get(), slot = true;
-  if (!slot && !made_.count(s))
+  if (!slot && !made_.count(s) && !is_plan_constant(s))
     throw error("plan " + name_, std::string(op) + " uses a tensor that is not an argument",
                 plan_tensor_words(l, t) +
                     " reached from inside the captured function (a reference it holds) and "
@@ -97,7 +119,8 @@ KILN_CORE_INLINE void plan_recording::add(std::unique_ptr<plan_step> step) {
   if (nested == 0) steps_.push_back(std::move(step));
 }
 
-KILN_CORE_INLINE void plan_recording::check_arguments(std::span<const bound_argument> proxies) const {
+KILN_CORE_INLINE void
+plan_recording::check_arguments(std::span<const bound_argument> proxies) const {
   for (std::size_t i = 0; i < proxies.size(); ++i) {
     const plan_argument& a = args_[i];
     if (proxies[i].st != slots_[std::size_t(a.slot)].get() || *proxies[i].layout != a.layout)
@@ -166,18 +189,21 @@ KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> arg
     const plan_argument& p = args_[i];
     const bound_argument& a = args[i];
     if (a.st->device() != p.device)
-      return say(i, "was captured on " + p.device.str() + " and is now on " +
-                        a.st->device().str());
-    if (*a.layout != p.layout && (code == 0 || a.layout->rank() != p.layout.rank()))
-      code = say(i, a.layout->shape == p.layout.shape
-                        ? "has the captured shape " + p.layout.shape.str() +
-                              " but another layout (strides " + a.layout->strides.str() +
-                              " offset " + std::to_string(a.layout->offset) + ", captured " +
-                              p.layout.strides.str() + " offset " +
-                              std::to_string(p.layout.offset) + ")"
-                        : "was captured with shape " + p.layout.shape.str() + " and is now " +
-                              a.layout->shape.str(),
-                    a.layout->rank() == p.layout.rank() ? 1 : 2);
+      return say(i, "was captured on " + p.device.str() + " and is now on " + a.st->device().str());
+    // Another layout: 1 where the rank is kept (a shapeless plan captures it), else 2; the
+    // first argument of the worst kind is the one named.
+    const int differs = *a.layout == p.layout ? 0 : a.layout->rank() == p.layout.rank() ? 1 : 2;
+    if (differs > code)
+      code =
+          say(i,
+              a.layout->shape == p.layout.shape
+                  ? "has the captured shape " + p.layout.shape.str() +
+                        " but another layout (strides " + a.layout->strides.str() + " offset " +
+                        std::to_string(a.layout->offset) + ", captured " + p.layout.strides.str() +
+                        " offset " + std::to_string(p.layout.offset) + ")"
+                  : "was captured with shape " + p.layout.shape.str() + " and is now " +
+                        a.layout->shape.str(),
+              differs);
     int same = int(i);
     for (std::size_t j = 0; j < i && same == int(i); ++j)
       if (args[j].st == a.st) same = int(j);
@@ -188,8 +214,8 @@ KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> arg
                         : "was captured sharing memory with argument " +
                               std::to_string(p.same_as + 1) + " and now does not");
   }
-  if (borrowed_ || std::any_of(args.begin(), args.end(),
-                               [](const bound_argument& a) { return !a.st->owned(); }))
+  if (borrowed_ ||
+      std::any_of(args.begin(), args.end(), [](const bound_argument& a) { return !a.st->owned(); }))
     if (overlap_bits(args) != overlaps_) {
       if (why) *why = "arguments over borrowed memory overlap differently than when captured";
       return 2;
@@ -294,7 +320,8 @@ private:
     in_.assign(nl, nullptr);
     out_.assign(outs.size(), nullptr);
     n_ = total;
-    apart_ = total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
+    apart_ =
+        total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
     prefetch_ = pass_prefetch(launch);
   }
 
@@ -320,12 +347,10 @@ private:
   std::vector<void*> out_;
 };
 
-KILN_CORE_INLINE void record_host_pass(plan_recording& r, const host_kernel_ref& k,
-                                       std::span<const host_output> outs,
-                                       std::span<const storage* const> stores,
-                                       std::span<const flat_leaf> leaves,
-                                       std::span<const flat_scalar> scalars,
-                                       const kiln::shape& shape) {
+KILN_CORE_INLINE void
+record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const host_output> outs,
+                 std::span<const storage* const> stores, std::span<const flat_leaf> leaves,
+                 std::span<const flat_scalar> scalars, const kiln::shape& shape) {
   std::vector<const storage*> used(stores.begin(), stores.end());
   std::vector<flat_leaf> reads(leaves.begin(), leaves.end());
   for (std::size_t o = 0; o < outs.size(); ++o)
