@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,9 @@ public:
   // A cell for each parameter (its bits, as a flat_scalar holds them).
   std::uint64_t* add_parameter() { return cells_.emplace_back(new std::uint64_t(0)).get(); }
   KILN_CORE_INLINE void made(const std::shared_ptr<storage>& s);
+  // Memory a component of kiln owns and updates itself (an optimizer's moments and the
+  // parameters it holds): steps may use it, and the plan keeps it alive.
+  KILN_CORE_INLINE void adopt(const std::shared_ptr<storage>& s);
   // Memory a step uses: an argument's slot or the function's own (kept); anything else
   // is a kiln::error naming `op` and the tensor. Returns what the step is to use: the slot
   // where s is an argument's own storage, else s. `held`: the step keeps a handle to it.
@@ -111,12 +115,33 @@ private:
   // While capturing: what the function made, which of that steps use, handles steps hold.
   std::unordered_map<const storage*, std::shared_ptr<storage>> made_;
   std::unordered_map<const storage*, long> used_;
+  std::unordered_map<const storage*, std::shared_ptr<storage>> adopted_;
   std::uint64_t overlaps_ = 0; // pairs of borrowed arguments whose memory meets
   bool borrowed_ = false;
 
 public:
   int nested = 0;
 };
+
+// Host code a replay runs where the capture ran it: what a component of kiln computes on the
+// host for each call (an optimizer's step count and bias corrections, into the cells its
+// update reads as parameters). Does nothing when this thread is not capturing.
+class host_call_step final : public plan_step {
+public:
+  explicit host_call_step(std::function<void()> f) : f_(std::move(f)) {}
+  void run() override { f_(); }
+
+private:
+  std::function<void()> f_;
+};
+inline void record_host_call(std::function<void()> f) {
+  if (plan_recording* r = recording_now()) r->add(std::make_unique<host_call_step>(std::move(f)));
+}
+// The storage of t, adopted by this thread's recording (plan_recording::adopt), if any.
+template <class T>
+void adopt_for_plan(const tensor<T>& t) {
+  if (plan_recording* r = recording_now(); r != nullptr && t.storage()) r->adopt(t.storage());
+}
 
 // Records a host pass run by host_run_pass_with (eval/assign.hpp): its kernel, outputs
 // (`stores`: each target's storage), leaves and scalars, over `shape`.

@@ -95,12 +95,16 @@ KILN_CORE_INLINE void plan_recording::made(const std::shared_ptr<storage>& s) {
   made_.emplace(s.get(), s);
 }
 
+KILN_CORE_INLINE void plan_recording::adopt(const std::shared_ptr<storage>& s) {
+  adopted_.emplace(s.get(), s);
+}
+
 KILN_CORE_INLINE const storage* plan_recording::use(const storage* s, const kiln::layout& l,
                                                     dtype t, const char* op, bool held) {
   bool slot = false;
   for (std::size_t i = 0; i < slots_.size() && !slot; ++i)
     if (slots_[i].get() == s || real_[i] == s) s = slots_[i].get(), slot = true;
-  if (!slot && !made_.count(s) && !is_plan_constant(s))
+  if (!slot && !made_.count(s) && !adopted_.count(s) && !is_plan_constant(s))
     throw error("plan " + name_, std::string(op) + " uses a tensor that is not an argument",
                 plan_tensor_words(l, t) +
                     " reached from inside the captured function (a reference it holds) and "
@@ -144,7 +148,7 @@ KILN_CORE_INLINE void plan_recording::finish() {
   for (auto& [raw, s] : made_) {
     const auto u = used_.find(raw);
     if (u == used_.end()) continue;
-    if (s.use_count() > 1 + u->second)
+    if (!adopted_.count(raw) && s.use_count() > 1 + u->second)
       throw error("plan " + name_, "the captured function keeps a tensor it made",
                   "a tensor of " + std::to_string(s->count()) +
                       " elements made inside the function outlives the call (kept in a handle "
@@ -152,8 +156,11 @@ KILN_CORE_INLINE void plan_recording::finish() {
                       "it as an argument");
     arena_.push_back(s);
   }
+  for (auto& [raw, s] : adopted_)
+    if (used_.count(raw) && !made_.count(raw)) arena_.push_back(s);
   made_.clear();
   used_.clear();
+  adopted_.clear();
 }
 
 KILN_CORE_INLINE bool plan_recording::replays(std::span<const bound_argument> args) const noexcept {
