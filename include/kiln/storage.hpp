@@ -59,6 +59,14 @@ public:
     count_ = count;
   }
 
+  // An owned host block given up for memory that outlives this storage (a captured plan's
+  // arena, shared by temporaries whose uses never meet): the block is freed.
+  void share_memory(void* p) noexcept {
+    if (owned_) std::free(data_);
+    data_ = p;
+    owned_ = false;
+  }
+
 private:
   void* data_ = nullptr;
   kiln::dtype dtype_;

@@ -112,6 +112,14 @@ private:
   std::vector<std::unique_ptr<std::uint64_t>> cells_;
   std::vector<std::unique_ptr<plan_step>> steps_;
   std::vector<std::shared_ptr<storage>> arena_;
+  // The memory the function's own host temporaries share (those whose steps never meet).
+  struct free_block {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  std::vector<std::unique_ptr<void, free_block>> blocks_;
+  KILN_CORE_INLINE void share_arena();
+  // While capturing: the first and last step that uses each storage.
+  std::unordered_map<const storage*, std::pair<std::size_t, std::size_t>> span_;
   // While capturing: what the function made, which of that steps use, handles steps hold.
   std::unordered_map<const storage*, std::shared_ptr<storage>> made_;
   std::unordered_map<const storage*, long> used_;

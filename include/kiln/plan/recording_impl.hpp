@@ -110,6 +110,8 @@ KILN_CORE_INLINE const storage* plan_recording::use(const storage* s, const kiln
                     " reached from inside the captured function (a reference it holds) and "
                     "neither passed as an argument nor made inside it; pass it as an argument");
   used_[s] += held ? 1 : 0;
+  const std::size_t at = steps_.size(); // (the step being recorded)
+  if (auto [it, fresh] = span_.try_emplace(s, at, at); !fresh) it->second.second = at;
   return s;
 }
 
@@ -158,9 +160,56 @@ KILN_CORE_INLINE void plan_recording::finish() {
   }
   for (auto& [raw, s] : adopted_)
     if (used_.count(raw) && !made_.count(raw)) arena_.push_back(s);
+  share_arena();
   made_.clear();
   used_.clear();
   adopted_.clear();
+  span_.clear();
+}
+
+// The function's own host temporaries as uncaptured statements have them: a block freed at a
+// statement's end is the next one's (and stays in cache); kept apart, a plan's temporaries
+// made its working set the sum of them all. Storages whose first-to-last step spans do not
+// meet share a block (first fit, in order of first use); one a component adopted, or one a
+// step holds without knowing (none today), keeps its own.
+KILN_CORE_INLINE void plan_recording::share_arena() {
+  struct use {
+    storage* st;
+    std::size_t first, last, bytes;
+  };
+  std::vector<use> uses;
+  for (const std::shared_ptr<storage>& s : arena_) {
+    if (!s->on_host() || !s->owned() || adopted_.count(s.get()) || !made_.count(s.get())) continue;
+    const auto sp = span_.find(s.get());
+    if (sp == span_.end()) continue;
+    const std::size_t bytes = (std::size_t(s->count()) * size_of(s->dtype()) + 63) / 64 * 64;
+    if (bytes == 0) continue;
+    uses.push_back({s.get(), sp->second.first, sp->second.second, bytes});
+  }
+  std::sort(uses.begin(), uses.end(), [](const use& a, const use& b) { return a.first < b.first; });
+  struct block {
+    std::size_t bytes, free_after; // (the last step of its latest user)
+    std::vector<storage*> users;
+  };
+  std::vector<block> shared;
+  for (const use& u : uses) {
+    block* fit = nullptr;
+    for (block& b : shared)
+      if (b.free_after < u.first && (!fit || (b.bytes >= u.bytes) > (fit->bytes >= u.bytes)))
+        fit = &b;
+    if (!fit) fit = &shared.emplace_back(block{0, 0, {}});
+    fit->bytes = std::max(fit->bytes, u.bytes);
+    fit->free_after = u.last;
+    fit->users.push_back(u.st);
+  }
+  for (const block& b : shared) {
+    if (b.users.size() < 2) continue; // (alone: its own block as it is)
+    void* p = std::aligned_alloc(64, b.bytes);
+    if (!p) continue; // (out of memory: the storages keep their own blocks)
+    blocks_.emplace_back(p);
+    for (storage* s : b.users)
+      s->share_memory(p);
+  }
 }
 
 KILN_CORE_INLINE bool plan_recording::replays(std::span<const bound_argument> args) const noexcept {
