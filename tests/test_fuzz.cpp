@@ -154,6 +154,7 @@ struct runner {
   const kiln::device& dev;
   const settings& set;
   long compared = 0, unbounded = 0;
+  bool captured = false; // the case's statement was replayed from a captured plan
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
 
   dims draw_out() {
@@ -471,6 +472,25 @@ void run_reduce(runner& r, const KD& kd, const RD& rd, const KL& L, const RL& R,
   compare_tensor(got, want.out, arith_of<Res>(), d, want.ok.empty() ? nullptr : &want.ok);
 }
 
+// Runs a statement over views of the buffers kb as a captured plan (kiln::capture, the
+// buffers its arguments): the capture computes it once, the buffers get their first values
+// back, and a replay computes it again, to be compared as the statement run as written.
+template <class T, class F>
+void replay_captured(std::vector<kiln::tensor<T>>& kb, F&& statement) {
+  std::vector<std::vector<unsigned char>> first;
+  for (const auto& b : kb)
+    first.emplace_back(reinterpret_cast<const unsigned char*>(b.data()),
+                       reinterpret_cast<const unsigned char*>(b.data() + b.size()));
+  using t = kiln::tensor<T>;
+  auto plan = kiln::capture([&](t&, t&, t&, t&, t&) { statement(); }, {.name = "fuzz case"});
+  REQUIRE(kb.size() <= 5); // (three sources, two targets at most: draw_case)
+  const auto at = [&](std::size_t i) -> t& { return kb[std::min(i, kb.size() - 1)]; };
+  plan(at(0), at(1), at(2), at(3), at(4));
+  for (std::size_t i = 0; i < kb.size(); ++i)
+    if (!first[i].empty()) std::memcpy(kb[i].data(), first[i].data(), first[i].size());
+  plan(at(0), at(1), at(2), at(3), at(4));
+}
+
 template <int S>
 void run_case(runner& r, std::string& problem, std::string& description) {
   using T = elem_t<S>;
@@ -515,7 +535,10 @@ void run_case(runner& r, std::string& problem, std::string& description) {
     case kind::assign: {
       kiln::tensor<T> A = c.ta.make(kb[c.ta.buffer]);
       const dense want = tree<seed1<S>, 3>(rd, R);
-      A = tree<seed1<S>, 3>(kd, L);
+      if (r.captured)
+        replay_captured(kb, [&] { A = tree<seed1<S>, 3>(kd, L); });
+      else
+        A = tree<seed1<S>, 3>(kd, L);
       write_view(refbufs[c.ta.buffer], c.ta, want);
       break;
     }
@@ -556,7 +579,13 @@ void run_case(runner& r, std::string& problem, std::string& description) {
       kiln::tensor<T> A = c.ta.make(kb[c.ta.buffer]);
       kiln::tensor<T> B = c.tb.make(kb[c.tb.buffer]);
       const dense want1 = tree<seed1<S>, 3>(rd, R), want2 = tree<seed2<S>, 2>(rd, RM);
-      kiln::eval(A = tree<seed1<S>, 3>(kd, L), B = tree<seed2<S>, 2>(kd, M));
+      const auto both = [&] {
+        kiln::eval(A = tree<seed1<S>, 3>(kd, L), B = tree<seed2<S>, 2>(kd, M));
+      };
+      if (r.captured)
+        replay_captured(kb, both);
+      else
+        both();
       write_view(refbufs[c.ta.buffer], c.ta, want1); // in order: B's writes win
       write_view(refbufs[c.tb.buffer], c.tb, want2);
       break;
@@ -570,7 +599,8 @@ void run_case(runner& r, std::string& problem, std::string& description) {
   r.unbounded += d.unbounded;
   if (d.n > 0) {
     description = describe<S>(c, r.dev);
-    problem = std::to_string(d.n) + " difference(s):\n" + d.text;
+    problem = std::string(r.captured ? "(replayed from a captured plan) " : "") +
+              std::to_string(d.n) + " difference(s):\n" + d.text;
   }
 }
 
@@ -603,7 +633,7 @@ void fuzz_on(const kiln::device& dev) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::array<long, 6> per_kind{};
-  long n = 0, large = 0, failures = 0, compared = 0, unbounded = 0;
+  long n = 0, large = 0, failures = 0, compared = 0, unbounded = 0, replayed = 0;
   // Cases with more than 10% of values unbounded (a product over millions of elements
   // overflows in every output) are counted apart: one such large case outweighs a thousand.
   long degenerate = 0, compared_rest = 0, unbounded_rest = 0;
@@ -613,11 +643,13 @@ void fuzz_on(const kiln::device& dev) {
     r.c.number = i;
     r.c.big = set.big && i % (dev.is_host() ? 150 : 40) == 5;
     r.c.medium = i % 5 == 2;
+    r.captured = dev.is_host() && i % 3 == 1; // (assignments and two-output evals)
     const int tree = r.pick(0, n_trees - 1);
     std::string problem, description;
     dispatch(tree, r, problem, description, std::make_integer_sequence<int, n_trees>{});
     ++n;
     ++per_kind[static_cast<int>(r.c.k)];
+    replayed += r.captured && (r.c.k == kind::assign || r.c.k == kind::multi);
     large += r.c.big;
     compared += r.compared;
     unbounded += r.unbounded;
@@ -637,7 +669,7 @@ void fuzz_on(const kiln::device& dev) {
   std::cout << "fuzz on " << dev.str() << ": " << n << " cases in " << elapsed() << " s (" << large
             << " large; new tensor " << per_kind[0] << ", assign " << per_kind[1] << ", reductions "
             << per_kind[2] + per_kind[3] << ", two-output " << per_kind[4] << ", products "
-            << per_kind[5] << "); " << compared << " values compared, " << unbounded
+            << per_kind[5] << "; " << replayed << " replayed from captured plans); " << compared << " values compared, " << unbounded
             << " with no bound (a comparison too close to call); " << degenerate
             << " cases with over 10% without bounds" << std::endl;
   CHECK(n > 0);
