@@ -195,21 +195,26 @@ void run_reduction(const tensor<typename R::template result<value_t<E>>>& out, c
 } // namespace detail
 
 namespace detail {
-// A host reduction, replayed: its result and operand tree are the plan's (their tensors over
-// the plan's slots and arena), its parameters read afresh.
+// A reduction, replayed where it ran (the host, or its device's queue): its result and
+// operand tree are the plan's (their tensors over the plan's slots and arena), its
+// parameters read afresh.
 template <class R, class E>
 class reduction_step final : public plan_step {
 public:
   using out_type = tensor<typename R::template result<value_t<E>>>;
   reduction_step(const out_type& out, const E& e, const std::array<bool, max_rank>& mask,
                  std::span<const double> params, plan_recording& r)
-      : out_(out), e_(e), mask_(mask), params_(params.begin(), params.end()) {
+      : out_(out), e_(e), mask_(mask), params_(params.begin(), params.end()),
+        device_(!out.device().is_host()) {
     adopt_leaves(out_, r, R::name);
     adopt_leaves(e_, r, R::name);
   }
   void run() override {
     refresh_parameters(e_);
-    run_reduction<R>(out_, e_, mask_, params_);
+    if (device_)
+      device_reduce<R>(out_, e_, mask_, params_);
+    else
+      run_reduction<R>(out_, e_, mask_, params_);
   }
 
 private:
@@ -217,6 +222,7 @@ private:
   E e_;
   std::array<bool, max_rank> mask_;
   std::vector<double> params_;
+  bool device_;
 };
 
 template <class R, class E>
@@ -247,9 +253,16 @@ KILN_STATEMENT auto materialize(const reduce_node<R, E>& n) {
         detail::record_reduction<R>(out, inner, m, n.params());
     }
   } else {
-    detail::refuse_if_capturing(R::name, "device statements are not captured yet");
     detail::check_devices(inner, where, R::name);
-    detail::device_reduce<R>(out, inner, m, n.params());
+    if (detail::plan_recording* r = detail::recording_now()) [[unlikely]] {
+      { // What it runs on the way (a hand-written kernel's operand) is part of this step.
+        const detail::nested_recording nested(*r);
+        detail::device_reduce<R>(out, inner, m, n.params());
+      }
+      detail::record_reduction<R>(out, inner, m, n.params());
+    } else {
+      detail::device_reduce<R>(out, inner, m, n.params());
+    }
   }
   return out;
 }

@@ -36,11 +36,17 @@ public:
   // Borrowed memory (zero-copy views of other libraries' arrays): not freed here.
   storage(kiln::dtype dt, std::int64_t count, void* external) noexcept
       : data_(external), dtype_(dt), count_(count) {}
+  // A device block lent by another storage (a captured plan's argument slot on a device,
+  // rebind() pointed at the caller's block at each call): never released here.
+  storage(kiln::dtype dt, std::int64_t count, const kiln::device& dev,
+          std::shared_ptr<kiln::backend> b, void* handle) noexcept
+      : dtype_(dt), count_(count), device_(dev), backend_(std::move(b)), handle_(handle),
+        lent_(true) {}
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
   ~storage() {
     if (owned_) std::free(data_);
-    if (handle_) backend_->release(handle_);
+    if (handle_ && !lent_) backend_->release(handle_);
   }
 
   void* data() const noexcept { return data_; }
@@ -51,11 +57,13 @@ public:
   bool on_host() const noexcept { return device_.is_host(); }
   // Device storage: its backend and the backend's handle of the memory.
   kiln::backend* backend() const noexcept { return backend_.get(); }
+  const std::shared_ptr<kiln::backend>& shared_backend() const noexcept { return backend_; }
   void* handle() const noexcept { return handle_; }
-  // A borrowed block pointed at other memory: a captured plan's argument slot, bound to the
-  // caller's tensor at each call (plan/recording.hpp). Owned or device blocks never are.
-  void rebind(void* external, std::int64_t count) noexcept {
-    data_ = external;
+  // A borrowed host block or a lent device block pointed at other memory (its address, or
+  // its backend's handle): a captured plan's argument slot, bound to the caller's tensor at
+  // each call (plan/recording.hpp). Owned blocks never are.
+  void rebind(void* memory, std::int64_t count) noexcept {
+    (device_.is_host() ? data_ : handle_) = memory;
     count_ = count;
   }
 
@@ -75,6 +83,7 @@ private:
   bool owned_ = false;
   std::shared_ptr<kiln::backend> backend_;
   void* handle_ = nullptr;
+  bool lent_ = false;
 };
 
 } // namespace kiln

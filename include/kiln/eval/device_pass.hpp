@@ -10,6 +10,7 @@
 #include "kiln/executor.hpp"
 #include "kiln/ir/lower.hpp"
 #include "kiln/linkage.hpp"
+#include "kiln/plan/recording.hpp"
 
 #include <span>
 
@@ -41,7 +42,6 @@ run_device_pass(lowering_table& table, std::span<const flat_leaf> targets, const
 // together, or all of them (then of one shape) where it is empty.
 template <class... O>
 void device_run_outputs(std::span<const bool> active, const O&... outs) {
-  refuse_if_capturing("assign", "device statements are not captured yet");
   const flat_pass<typename O::expr_type...> flat(*outs.expr...);
   const std::array<flat_leaf, sizeof...(O)> targets{
       flat_leaf{outs.dst.storage().get(), &outs.dst.layout(), dtype_of<typename O::dst_type>()}...};
@@ -52,6 +52,9 @@ void device_run_outputs(std::span<const bool> active, const O&... outs) {
   std::size_t first = 0;
   while (!active.empty() && !active[first])
     ++first;
+  if (plan_recording* r = recording_now()) [[unlikely]]
+    record_device_pass(*r, lowerings_of<key>(), targets, *shapes[first], exprs, flat.leaf_span(),
+                       flat.scalar_span(), active);
   run_device_pass(lowerings_of<key>(), targets, *shapes[first], exprs, flat.leaf_span(),
                   flat.scalar_span(), active);
 }

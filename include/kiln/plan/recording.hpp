@@ -26,6 +26,13 @@
 #include <unordered_map>
 #include <vector>
 
+namespace kiln {
+struct lowering_table;
+}
+namespace kiln::ir {
+struct expr_description;
+}
+
 namespace kiln::detail {
 
 struct host_output;
@@ -151,6 +158,19 @@ void adopt_for_plan(const tensor<T>& t) {
   if (plan_recording* r = recording_now(); r != nullptr && t.storage()) r->adopt(t.storage());
 }
 
+// A scope whose statements are part of a step recorded whole after it (their storages are
+// still checked and kept, their own steps not added).
+class nested_recording {
+public:
+  explicit nested_recording(plan_recording& r) : r_(r) { ++r_.nested; }
+  ~nested_recording() { --r_.nested; }
+  nested_recording(const nested_recording&) = delete;
+  nested_recording& operator=(const nested_recording&) = delete;
+
+private:
+  plan_recording& r_;
+};
+
 // Records a host pass run by host_run_pass_with (eval/assign.hpp): its kernel, outputs
 // (`stores`: each target's storage), leaves and scalars, over `shape`.
 KILN_CORE_INLINE void
@@ -177,6 +197,17 @@ void adopt_leaves(expr_node<Op, C...>& n, plan_recording& r, const char* op) {
     adopt_leaves(const_cast<std::remove_cvref_t<decltype(c)>&>(c), r, op);
   });
 }
+
+// Records a device pass run by device_run_outputs (eval/device_pass.hpp), as
+// run_device_pass takes it; a replay runs it again on the plan's memory (the lowering found
+// again in `table`, the kernel launched on the device's queue).
+KILN_CORE_INLINE void record_device_pass(plan_recording& r, lowering_table& table,
+                                         std::span<const flat_leaf> targets,
+                                         const kiln::shape& shape,
+                                         std::span<const ir::expr_description> exprs,
+                                         std::span<const flat_leaf> leaves,
+                                         std::span<const flat_scalar> scalars,
+                                         std::span<const bool> active);
 
 // A plan parameter's current value in a tree a step holds (a reduction's operand).
 template <class T>

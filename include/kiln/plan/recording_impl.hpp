@@ -2,10 +2,12 @@
 // A plan recording's definitions (declared in recording.hpp; see kiln/linkage.hpp for where
 // they are compiled).
 #include "kiln/eval/host_pass.hpp"
+#include "kiln/eval/device_pass.hpp"
 #include "kiln/eval/host_pass_impl.hpp"
 #include "kiln/plan/recording.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <mutex>
 
 namespace kiln::detail {
@@ -58,7 +60,8 @@ inline std::uint64_t overlap_bits(std::span<const bound_argument> args) {
   int bit = 0;
   for (std::size_t i = 0; i < args.size(); ++i)
     for (std::size_t j = 0; j < i; ++j, ++bit)
-      if (bit < 64 && args[i].st != args[j].st && intersect(bytes_of(args[i]), bytes_of(args[j])))
+      if (bit < 64 && args[i].st != args[j].st && args[i].st->on_host() &&
+          args[j].st->on_host() && intersect(bytes_of(args[i]), bytes_of(args[j])))
         bits |= std::uint64_t{1} << bit;
   return bits;
 }
@@ -68,22 +71,21 @@ plan_recording::bind_for_capture(std::span<const bound_argument> args) {
   std::vector<std::shared_ptr<storage>> per_arg;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const bound_argument& a = args[i];
-    if (!a.st->on_host())
-      throw error("plan " + name_, "device tensors are not captured yet",
-                  "argument " + std::to_string(i + 1) + " lives on " + a.st->device().str() +
-                      "; a plan replays host statements");
     int same = int(i);
     for (std::size_t j = 0; j < i && same == int(i); ++j)
       if (args[j].st == a.st) same = int(j);
     plan_argument p{*a.layout, a.st->device(), same, 0};
     if (same == int(i)) {
       p.slot = int(slots_.size());
-      slots_.push_back(std::make_shared<storage>(a.type, a.st->count(), a.st->data()));
+      slots_.push_back(a.st->on_host()
+                           ? std::make_shared<storage>(a.type, a.st->count(), a.st->data())
+                           : std::make_shared<storage>(a.type, a.st->count(), a.st->device(),
+                                                       a.st->shared_backend(), a.st->handle()));
       real_.push_back(a.st);
     } else {
       p.slot = args_[std::size_t(same)].slot;
     }
-    borrowed_ = borrowed_ || !a.st->owned();
+    borrowed_ = borrowed_ || (a.st->on_host() && !a.st->owned());
     per_arg.push_back(slots_[std::size_t(p.slot)]);
     args_.push_back(std::move(p));
   }
@@ -225,7 +227,7 @@ KILN_CORE_INLINE bool plan_recording::replays(std::span<const bound_argument> ar
       for (std::size_t j = 0; j < i; ++j)
         if (args[j].st == s) return false;
     }
-    borrowed = borrowed || !s->owned();
+    borrowed = borrowed || (s->on_host() && !s->owned());
   }
   return !borrowed || overlap_bits(args) == overlaps_;
 }
@@ -271,7 +273,7 @@ KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> arg
                               std::to_string(p.same_as + 1) + " and now does not");
   }
   if (borrowed_ ||
-      std::any_of(args.begin(), args.end(), [](const bound_argument& a) { return !a.st->owned(); }))
+      std::any_of(args.begin(), args.end(), [](const bound_argument& a) { return a.st->on_host() && !a.st->owned(); }))
     if (overlap_bits(args) != overlaps_) {
       if (why) *why = "arguments over borrowed memory overlap differently than when captured";
       return 2;
@@ -282,7 +284,8 @@ KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> arg
 KILN_CORE_INLINE void plan_recording::bind(std::span<const bound_argument> args) {
   for (std::size_t i = 0; i < args.size(); ++i)
     if (args_[i].same_as == int(i))
-      slots_[std::size_t(args_[i].slot)]->rebind(args[i].st->data(), args[i].st->count());
+      slots_[std::size_t(args_[i].slot)]->rebind(
+          args[i].st->on_host() ? args[i].st->data() : args[i].st->handle(), args[i].st->count());
 }
 
 KILN_CORE_INLINE void plan_recording::unbind() noexcept {
@@ -414,6 +417,59 @@ record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const ho
   for (flat_leaf& l : reads)
     l.storage = r.use(l.storage, *l.layout, l.type, "assign");
   r.add(std::make_unique<host_pass_step>(k, outs, used, reads, scalars, shape));
+}
+
+// A device pass, replayed: its operands' layouts are the plan's copies, their storages the
+// plan's (slots or its own), its scalars patched from their cells.
+class device_pass_step final : public plan_step {
+public:
+  device_pass_step(lowering_table& table, std::span<const flat_leaf> targets,
+                   const kiln::shape& shape, std::span<const ir::expr_description> exprs,
+                   std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
+                   std::span<const bool> active)
+      : table_(table), shape_(shape), exprs_(exprs), targets_(targets.begin(), targets.end()),
+        leaves_(leaves.begin(), leaves.end()), scalars_(scalars.begin(), scalars.end()),
+        active_(new bool[active.size() + 1]), n_active_(active.size()) {
+    std::copy(active.begin(), active.end(), active_.get());
+    for (flat_leaf& t : targets_)
+      t.layout = &layouts_.emplace_back(*t.layout);
+    for (flat_leaf& l : leaves_)
+      l.layout = &layouts_.emplace_back(*l.layout);
+    for (std::size_t s = 0; s < scalars_.size(); ++s)
+      if (scalars_[s].source) parameters_.push_back(s);
+  }
+  void run() override {
+    for (const std::size_t s : parameters_)
+      std::memcpy(&scalars_[s].bits, scalars_[s].source, sizeof scalars_[s].bits);
+    run_device_pass(table_, targets_, shape_, exprs_, leaves_, scalars_,
+                    {active_.get(), n_active_});
+  }
+
+private:
+  lowering_table& table_;
+  kiln::shape shape_;
+  std::span<const ir::expr_description> exprs_; // (the pass type's, static)
+  std::vector<flat_leaf> targets_, leaves_;
+  std::vector<flat_scalar> scalars_;
+  std::vector<std::size_t> parameters_;
+  std::unique_ptr<bool[]> active_; // (empty span: every output)
+  std::size_t n_active_;
+  std::deque<kiln::layout> layouts_; // (stable addresses)
+};
+
+KILN_CORE_INLINE void record_device_pass(plan_recording& r, lowering_table& table,
+                                         std::span<const flat_leaf> targets,
+                                         const kiln::shape& shape,
+                                         std::span<const ir::expr_description> exprs,
+                                         std::span<const flat_leaf> leaves,
+                                         std::span<const flat_scalar> scalars,
+                                         std::span<const bool> active) {
+  std::vector<flat_leaf> outs(targets.begin(), targets.end()), reads(leaves.begin(), leaves.end());
+  for (flat_leaf& t : outs)
+    t.storage = r.use(t.storage, *t.layout, t.type, "assign");
+  for (flat_leaf& l : reads)
+    l.storage = r.use(l.storage, *l.layout, l.type, "assign");
+  r.add(std::make_unique<device_pass_step>(table, outs, shape, exprs, reads, scalars, active));
 }
 
 } // namespace kiln::detail
