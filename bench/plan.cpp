@@ -7,7 +7,12 @@
 //      (target >= 5x);
 //   3. the explicit heat equation, 1000 steps of a 5-point stencil through narrow views on
 //      64^2 and 512^2 f64 grids: captured, uncaptured, a hand loop (1 thread each);
-//   4. one pass at 2^24 f32 elements, captured against uncaptured (no regression).
+//   4. one pass at 2^24 f32 elements, captured against uncaptured (no regression);
+//   5. a training step (examples/logistic_regression.cpp: Adam on the gradients of a
+//      logistic loss, d = 16) at n = 64 and 8000 rows, captured against uncaptured;
+//   6. on vulkan:0 (where there is one): host time per step of 1, 5 and 20 kernels
+//      (`z_k = a * b + c * s` at 4096 f32 each), captured against uncaptured: the time of the
+//      call (the launches queued; the device's work is waited for after it, untimed).
 //
 // Method: contenders alternate round by round; each figure is the median over the rounds
 // (with the interquartile range). Every captured result is checked equal, bit for bit, to
@@ -261,6 +266,92 @@ void large(int rounds) {
               f[1].median / f[0].median, f[0].q1, f[0].q3, f[1].q1, f[1].q3);
 }
 
+void training(int rounds) {
+  std::printf("\n5. logistic regression, one Adam step from the gradients, us per step\n");
+  std::printf("%6s %10s %10s %10s\n", "n", "captured", "uncaptured", "unc/capt");
+  for (const std::int64_t n : {64, 8000}) {
+    const std::int64_t d = 16;
+    const auto X = kiln::random::normal<double>({n, d}, 8);
+    const auto Y = kiln::cast<double>(kiln::sum(X, 1) > 0.0).eval();
+    struct model {
+      tensor<double> w = kiln::zeros<double>({16}), b = kiln::zeros<double>(kiln::shape{});
+    } m, mr;
+    const auto loss_of = [&](const model& m) {
+      const auto z = kiln::sum(X * m.w, 1) + m.b;
+      return kiln::mean(kiln::softplus(z) - Y * z);
+    };
+    const auto loss = loss_of(m), loss_r = loss_of(mr);
+    auto [dw, db] = kiln::grad(loss, m.w, m.b);
+    auto [dwr, dbr] = kiln::grad(loss_r, mr.w, mr.b);
+    kiln::optim::adam<double> opt({m.w, m.b}, {.lr = 0.05}), opt_r({mr.w, mr.b}, {.lr = 0.05});
+    auto plan = kiln::capture(
+        [&](const tensor<double>&, const tensor<double>&) { opt.step(dw, db); },
+        {.name = "training step"});
+    for (int i = 0; i < 3; ++i) {
+      plan(X, Y);
+      opt_r.step(dwr, dbr);
+    }
+    require(same_bits(m.w, mr.w) && same_bits(m.b, mr.b), "training step");
+    const int calls = n == 64 ? 2000 : 50;
+    const auto f = alternate(rounds, {[&] { return ns_per_call([&] { plan(X, Y); }, calls) / 1e3; },
+                                      [&] { return ns_per_call([&] { opt_r.step(dwr, dbr); }, calls) / 1e3; }});
+    std::printf("%6lld %10.2f %10.2f %9.2fx\n", (long long)n, f[0].median, f[1].median,
+                f[1].median / f[0].median);
+  }
+}
+
+void vulkan(int rounds) {
+  kiln::device dev;
+  for (const auto& d : kiln::devices())
+    if (d.available && d.device.kind() == kiln::device_kind::vulkan) {
+      dev = d.device;
+      break;
+    }
+  if (dev.is_host()) {
+    std::printf("\n6. no Vulkan device: not measured\n");
+    return;
+  }
+  std::printf("\n6. %s: host time per step of k kernels, us (the call only)\n", dev.str().c_str());
+  std::printf("%4s %10s %10s %10s\n", "k", "captured", "uncaptured", "unc/capt");
+  const std::int64_t n = 4096;
+  const auto a = kiln::random::uniform<float>({n}, 1, 0, 1, dev),
+             b = kiln::random::uniform<float>({n}, 2, 0, 1, dev),
+             c = kiln::random::uniform<float>({n}, 3, 0, 1, dev);
+  for (const int k : {1, 5, 20}) {
+    // k statements, each its own kernel (each reads what the one before wrote).
+    const auto body = [k](tensor<float>& out, const tensor<float>& a, const tensor<float>& b,
+                          const tensor<float>& c, kiln::param<float> s) {
+      out = a * b + c * s;
+      for (int i = 1; i < k; ++i)
+        out = out * b + c * s;
+    };
+    auto plan = kiln::capture(body, {.name = "device step"});
+    tensor<float> out = kiln::zeros<float>({n}, dev), out_r = out.clone();
+    const auto uncaptured = [&] { body(out_r, a, b, c, kiln::param<float>(0.5f)); };
+    plan(out, a, b, c, 0.5f);
+    plan(out, a, b, c, 0.5f);
+    uncaptured();
+    kiln::synchronize(dev);
+    require(same_bits(out, out_r), "device step");
+    require(plan.steps() == std::size_t(k), "one step per kernel");
+    const int calls = 200;
+    const auto host_us = [&](auto&& step) {
+      double t = 0;
+      for (int i = 0; i < calls; ++i) {
+        const auto t0 = clk::now();
+        step();
+        t += std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+        kiln::synchronize(dev);
+      }
+      return t / calls;
+    };
+    const auto f = alternate(rounds, {[&] { return host_us([&] { plan(out, a, b, c, 0.5f); }); },
+                                      [&] { return host_us(uncaptured); }});
+    std::printf("%4d %10.2f %10.2f %9.2fx\n", k, f[0].median, f[1].median,
+                f[1].median / f[0].median);
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -270,4 +361,6 @@ int main(int argc, char** argv) {
   small_step(rounds);
   heat(std::max(5, rounds / 3));
   large(rounds);
+  training(rounds);
+  vulkan(std::max(5, rounds / 3));
 }

@@ -15,6 +15,8 @@
 // contraction kernel with both fused), or `kiln::eval(A = tree, B = tree2)` with targets that alias
 // the inputs and each other, and tree2 reading another view of A's buffer (numpy semantics: every
 // output is computed from the values before the call; overlapping targets are written in order).
+// Every third case's assignment or two-output eval runs from a captured plan (kiln::capture)
+// and is compared as replayed, not as captured (the buffers restored in between).
 // After each case every buffer is compared whole, so a stray write is caught too. Sizes: most cases
 // up to ~300 elements; every 5th (from the 2nd) 16k-240k (many workgroups); every 40th on a device,
 // 150th on the host (from the 5th) past 2^22 elements, a reduction or a new tensor (beyond the 64 *
@@ -474,20 +476,20 @@ void run_reduce(runner& r, const KD& kd, const RD& rd, const KL& L, const RL& R,
 
 // Runs a statement over views of the buffers kb as a captured plan (kiln::capture, the
 // buffers its arguments): the capture computes it once, the buffers get their first values
-// back, and a replay computes it again, to be compared as the statement run as written.
+// back, and a replay computes it again, to be compared as the statement run as written (on
+// the host and on the device alike).
 template <class T, class F>
 void replay_captured(std::vector<kiln::tensor<T>>& kb, F&& statement) {
-  std::vector<std::vector<unsigned char>> first;
+  std::vector<kiln::tensor<T>> first;
   for (const auto& b : kb)
-    first.emplace_back(reinterpret_cast<const unsigned char*>(b.data()),
-                       reinterpret_cast<const unsigned char*>(b.data() + b.size()));
+    first.push_back(b.clone()); // (on the buffers' device)
   using t = kiln::tensor<T>;
   auto plan = kiln::capture([&](t&, t&, t&, t&, t&) { statement(); }, {.name = "fuzz case"});
   REQUIRE(kb.size() <= 5); // (three sources, two targets at most: draw_case)
   const auto at = [&](std::size_t i) -> t& { return kb[std::min(i, kb.size() - 1)]; };
   plan(at(0), at(1), at(2), at(3), at(4));
   for (std::size_t i = 0; i < kb.size(); ++i)
-    if (!first[i].empty()) std::memcpy(kb[i].data(), first[i].data(), first[i].size());
+    kb[i] = first[i]; // (values written back into the same memory)
   plan(at(0), at(1), at(2), at(3), at(4));
 }
 
@@ -643,7 +645,7 @@ void fuzz_on(const kiln::device& dev) {
     r.c.number = i;
     r.c.big = set.big && i % (dev.is_host() ? 150 : 40) == 5;
     r.c.medium = i % 5 == 2;
-    r.captured = dev.is_host() && i % 3 == 1; // (assignments and two-output evals)
+    r.captured = i % 3 == 1; // (assignments and two-output evals)
     const int tree = r.pick(0, n_trees - 1);
     std::string problem, description;
     dispatch(tree, r, problem, description, std::make_integer_sequence<int, n_trees>{});
@@ -669,7 +671,8 @@ void fuzz_on(const kiln::device& dev) {
   std::cout << "fuzz on " << dev.str() << ": " << n << " cases in " << elapsed() << " s (" << large
             << " large; new tensor " << per_kind[0] << ", assign " << per_kind[1] << ", reductions "
             << per_kind[2] + per_kind[3] << ", two-output " << per_kind[4] << ", products "
-            << per_kind[5] << "; " << replayed << " replayed from captured plans); " << compared << " values compared, " << unbounded
+            << per_kind[5] << "; " << replayed << " replayed from captured plans); " << compared
+            << " values compared, " << unbounded
             << " with no bound (a comparison too close to call); " << degenerate
             << " cases with over 10% without bounds" << std::endl;
   CHECK(n > 0);
