@@ -284,17 +284,18 @@ void training(int rounds) {
     auto [dw, db] = kiln::grad(loss, m.w, m.b);
     auto [dwr, dbr] = kiln::grad(loss_r, mr.w, mr.b);
     kiln::optim::adam<double> opt({m.w, m.b}, {.lr = 0.05}), opt_r({mr.w, mr.b}, {.lr = 0.05});
-    auto plan = kiln::capture(
-        [&](const tensor<double>&, const tensor<double>&) { opt.step(dw, db); },
-        {.name = "training step"});
+    auto plan =
+        kiln::capture([&](const tensor<double>&, const tensor<double>&) { opt.step(dw, db); },
+                      {.name = "training step"});
     for (int i = 0; i < 3; ++i) {
       plan(X, Y);
       opt_r.step(dwr, dbr);
     }
     require(same_bits(m.w, mr.w) && same_bits(m.b, mr.b), "training step");
     const int calls = n == 64 ? 2000 : 50;
-    const auto f = alternate(rounds, {[&] { return ns_per_call([&] { plan(X, Y); }, calls) / 1e3; },
-                                      [&] { return ns_per_call([&] { opt_r.step(dwr, dbr); }, calls) / 1e3; }});
+    const auto f = alternate(
+        rounds, {[&] { return ns_per_call([&] { plan(X, Y); }, calls) / 1e3; },
+                 [&] { return ns_per_call([&] { opt_r.step(dwr, dbr); }, calls) / 1e3; }});
     std::printf("%6lld %10.2f %10.2f %9.2fx\n", (long long)n, f[0].median, f[1].median,
                 f[1].median / f[0].median);
   }

@@ -132,6 +132,9 @@ private:
   std::unordered_map<const storage*, long> used_;
   std::unordered_map<const storage*, std::shared_ptr<storage>> adopted_;
   std::uint64_t overlaps_ = 0; // pairs of borrowed arguments whose memory meets
+  // The argument storages of the last call replays() accepted (one call at a time: a plan
+  // runs one, plan_core::running).
+  mutable std::vector<const storage*> last_;
   bool borrowed_ = false;
 
 public:
@@ -201,13 +204,11 @@ void adopt_leaves(expr_node<Op, C...>& n, plan_recording& r, const char* op) {
 // Records a device pass run by device_run_outputs (eval/device_pass.hpp), as
 // run_device_pass takes it; a replay runs it again on the plan's memory (the lowering found
 // again in `table`, the kernel launched on the device's queue).
-KILN_CORE_INLINE void record_device_pass(plan_recording& r, lowering_table& table,
-                                         std::span<const flat_leaf> targets,
-                                         const kiln::shape& shape,
-                                         std::span<const ir::expr_description> exprs,
-                                         std::span<const flat_leaf> leaves,
-                                         std::span<const flat_scalar> scalars,
-                                         std::span<const bool> active);
+KILN_CORE_INLINE void
+record_device_pass(plan_recording& r, lowering_table& table, std::span<const flat_leaf> targets,
+                   const kiln::shape& shape, std::span<const ir::expr_description> exprs,
+                   std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
+                   std::span<const bool> active);
 
 // A plan parameter's current value in a tree a step holds (a reduction's operand).
 template <class T>
