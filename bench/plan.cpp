@@ -284,9 +284,9 @@ void training(int rounds) {
     auto [dw, db] = kiln::grad(loss, m.w, m.b);
     auto [dwr, dbr] = kiln::grad(loss_r, mr.w, mr.b);
     kiln::optim::adam<double> opt({m.w, m.b}, {.lr = 0.05}), opt_r({mr.w, mr.b}, {.lr = 0.05});
-    auto plan =
-        kiln::capture([&](const tensor<double>&, const tensor<double>&) { opt.step(dw, db); },
-                      {.name = "training step"});
+    auto plan = kiln::capture(
+        [&, &dw = dw, &db = db](const tensor<double>&, const tensor<double>&) { opt.step(dw, db); },
+        {.name = "training step"});
     for (int i = 0; i < 3; ++i) {
       plan(X, Y);
       opt_r.step(dwr, dbr);

@@ -330,7 +330,7 @@ TEST_CASE("plan: an optimizer step captured replays its step count and learning 
         sgd_r({wr, br}, {.lr = 0.5, .momentum = 0.9});
     tensor<double> l = kiln::zeros<double>(kiln::shape{}), lr = l.clone();
     auto step = kiln::capture(
-        [&](tensor<double>& l, const tensor<double>&, const tensor<double>&) {
+        [&, &dw = dw, &db = db](tensor<double>& l, const tensor<double>&, const tensor<double>&) {
           if (use_adam)
             adam.step(dw, db);
           else

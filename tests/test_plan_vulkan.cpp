@@ -33,8 +33,9 @@ TEST_CASE("plan on vulkan: a training step and a stencil replay on the device", 
   auto [dw, db] = kiln::grad(loss, w, b);
   auto [dwr, dbr] = kiln::grad(loss_r, wr, br);
   kiln::optim::adam<float> opt({w, b}, {.lr = 0.05}), opt_r({wr, br}, {.lr = 0.05});
-  auto step = kiln::capture([&](const tensor<float>&, const tensor<float>&) { opt.step(dw, db); },
-                            {.name = "device training step"});
+  auto step = kiln::capture(
+      [&, &dw = dw, &db = db](const tensor<float>&, const tensor<float>&) { opt.step(dw, db); },
+      {.name = "device training step"});
   for (int i = 0; i < 8; ++i) {
     step(X, Y);
     opt_r.step(dwr, dbr);
@@ -49,8 +50,8 @@ TEST_CASE("plan on vulkan: a training step and a stencil replay on the device", 
         const auto in = [&](const tensor<float>& t, std::int64_t di, std::int64_t dj) {
           return t.narrow(0, 1 + di, m - 2).narrow(1, 1 + dj, m - 2);
         };
-        in(v, 0, 0) = in(u, 0, 0) + r * (in(u, -1, 0) + in(u, 1, 0) + in(u, 0, -1) +
-                                         in(u, 0, 1) - 4.0f * in(u, 0, 0));
+        in(v, 0, 0) = in(u, 0, 0) + r * (in(u, -1, 0) + in(u, 1, 0) + in(u, 0, -1) + in(u, 0, 1) -
+                                         4.0f * in(u, 0, 0));
       },
       {.name = "device heat step"});
   tensor<float> u = plan_test::drawn<float>({40, 40}).to(*dev), v = u.clone();
@@ -62,10 +63,11 @@ TEST_CASE("plan on vulkan: a training step and a stencil replay on the device", 
     auto& from = s % 2 ? vr : ur;
     to.narrow(0, 1, m - 2).narrow(1, 1, m - 2) =
         from.narrow(0, 1, m - 2).narrow(1, 1, m - 2) +
-        kiln::param<float>(0.2f) *
-            (from.narrow(0, 0, m - 2).narrow(1, 1, m - 2) + from.narrow(0, 2, m - 2).narrow(1, 1, m - 2) +
-             from.narrow(0, 1, m - 2).narrow(1, 0, m - 2) + from.narrow(0, 1, m - 2).narrow(1, 2, m - 2) -
-             4.0f * from.narrow(0, 1, m - 2).narrow(1, 1, m - 2));
+        kiln::param<float>(0.2f) * (from.narrow(0, 0, m - 2).narrow(1, 1, m - 2) +
+                                    from.narrow(0, 2, m - 2).narrow(1, 1, m - 2) +
+                                    from.narrow(0, 1, m - 2).narrow(1, 0, m - 2) +
+                                    from.narrow(0, 1, m - 2).narrow(1, 2, m - 2) -
+                                    4.0f * from.narrow(0, 1, m - 2).narrow(1, 1, m - 2));
   }
   CHECK(same_bits(u, ur));
   CHECK(same_bits(v, vr));
@@ -75,15 +77,19 @@ TEST_CASE("plan on vulkan: another device or a host tensor where the capture saw
           "[plan][vulkan]") {
   const kiln::device* dev = vulkan_or_skip();
   if (!dev) return;
-  auto plan = kiln::capture([](tensor<float>& y, const tensor<float>& x) { y = kiln::exp(x) * 2.0f; },
-                            {.name = "dev"});
+  auto plan = kiln::capture(
+      [](tensor<float>& y, const tensor<float>& x) { y = kiln::exp(x) * 2.0f; }, {.name = "dev"});
   tensor<float> x = plan_test::drawn<float>({50}).to(*dev), y = kiln::zeros<float>({50}, *dev);
   plan(y, x);
   tensor<float> xh = x.to(kiln::device{}), yh = y.to(kiln::device{});
   expect_error([&] { plan(yh, xh); }, "plan dev", {"argument 1 was captured on vulkan:0", "host"});
   // Reading values inside is refused on a device too; a copy between devices also.
-  auto reads = kiln::capture([](tensor<float>& y, const tensor<float>& x) { y = x; (void)y.to_vector(); },
-                             {.name = "reads"});
+  auto reads = kiln::capture(
+      [](tensor<float>& y, const tensor<float>& x) {
+        y = x;
+        (void)y.to_vector();
+      },
+      {.name = "reads"});
   expect_error([&] { reads(y, x); }, "plan reads", {"to_vector"});
   auto copies = kiln::capture(
       [](tensor<float>& y, const tensor<float>& x) { y = x.to(kiln::device{}).to(x.device()); },
