@@ -22,6 +22,7 @@
 #include "kiln/expr_impl.hpp"
 #include "kiln/instances_impl.hpp"
 #include "kiln/ir/lower_impl.hpp"
+#include "kiln/plan/capture_impl.hpp"
 #include "kiln/plan/recording_impl.hpp"
 #include "kiln/reductions/define_impl.hpp"
 #include "kiln/shape_impl.hpp"

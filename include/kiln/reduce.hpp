@@ -199,37 +199,36 @@ namespace detail {
 // operand tree are the plan's (their tensors over the plan's slots and arena), its
 // parameters read afresh.
 template <class R, class E>
-class reduction_step final : public plan_step {
-public:
-  using out_type = tensor<typename R::template result<value_t<E>>>;
-  reduction_step(const out_type& out, const E& e, const std::array<bool, max_rank>& mask,
-                 std::span<const double> params, plan_recording& r)
-      : out_(out), e_(e), mask_(mask), params_(params.begin(), params.end()),
-        device_(!out.device().is_host()) {
-    adopt_leaves(out_, r, R::name);
-    adopt_leaves(e_, r, R::name);
-  }
-  void run() override {
-    refresh_parameters(e_);
-    if (device_)
-      device_reduce<R>(out_, e_, mask_, params_);
+struct reduction_replay {
+  tensor<typename R::template result<value_t<E>>> out;
+  E e;
+  std::array<bool, max_rank> mask;
+  std::vector<double> params;
+  static void run(void* p) {
+    auto& d = *static_cast<reduction_replay*>(p);
+    refresh_parameters(d.e);
+    if (!d.out.device().is_host())
+      device_reduce<R>(d.out, d.e, d.mask, d.params);
     else
-      run_reduction<R>(out_, e_, mask_, params_);
+      run_reduction<R>(d.out, d.e, d.mask, d.params);
   }
-
-private:
-  out_type out_;
-  E e_;
-  std::array<bool, max_rank> mask_;
-  std::vector<double> params_;
-  bool device_;
+  static void drop(void* p) { delete static_cast<reduction_replay*>(p); }
 };
 
 template <class R, class E>
 void record_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
                       const std::array<bool, max_rank>& mask, std::span<const double> params) {
   plan_recording& r = *recording_now();
-  r.add(std::make_unique<reduction_step<R, E>>(out, e, mask, params, r));
+  using D = reduction_replay<R, E>;
+  D* d = new D{out, e, mask, {params.begin(), params.end()}};
+  try {
+    adopt_leaves(d->out, r, R::name);
+    adopt_leaves(d->e, r, R::name);
+  } catch (...) {
+    delete d;
+    throw;
+  }
+  plan_add(r, d, &D::run, &D::drop);
 }
 } // namespace detail
 

@@ -57,52 +57,27 @@ struct plan_proxy<A> {
 template <class... A>
 inline constexpr char plan_signature = 0;
 
-// The part of a plan that is not its function's type: its recordings and who runs it.
+// The part of a plan that is not its function's type: its recordings and who runs it
+// (compiled once, plan/capture_impl.hpp).
 class plan_core {
 public:
   explicit plan_core(capture_options o) : options_(std::move(o)) {}
+  KILN_CORE_INLINE ~plan_core();
   const std::string& name() const noexcept { return options_.name; }
   // The recording args replay (the one used last first), or null.
-  plan_recording* find(std::span<const bound_argument> args, const void* sig) {
-    if (last_ && last_->signature() == sig && last_->replays(args)) return last_;
-    for (std::size_t i = 0; i < recordings_.size(); ++i)
-      if (recordings_[i]->signature() == sig && recordings_[i]->replays(args)) {
-        std::rotate(recordings_.begin() + std::ptrdiff_t(i),
-                    recordings_.begin() + std::ptrdiff_t(i) + 1,
-                    recordings_.end()); // most recently used last
-        return last_ = recordings_.back().get();
-      }
-    return nullptr;
-  }
-  // Whether a call that replays no recording may be captured; else the error.
-  void may_capture(std::span<const bound_argument> args, const void* sig) const {
-    if (recordings_.empty()) return;
-    const plan_recording& r = *recordings_.back();
-    std::string why = "the call's argument types differ from the capture's";
-    int d = 2;
-    if (r.signature() == sig) d = r.matches(args, &why);
-    if (d == 1 && options_.shapeless) return;
-    throw error("plan " + name(), "the call does not match the captured plan",
-                why + (d == 1 ? "; a plan captured with kiln::capture_options{.shapeless = "
-                                "true} replays other extents"
-                              : ""));
-  }
-  plan_recording& keep(std::unique_ptr<plan_recording> r) {
-    if (recordings_.size() == 8) recordings_.erase(recordings_.begin());
-    recordings_.push_back(std::move(r));
-    return *(last_ = recordings_.back().get());
-  }
-  const plan_recording* last() const noexcept { return last_; }
+  KILN_CORE_INLINE plan_recording* find(std::span<const bound_argument> args, const void* sig);
+  // Returns if a call that replays no recording may be captured; else throws why not.
+  KILN_CORE_INLINE void may_capture(std::span<const bound_argument> args, const void* sig) const;
+  KILN_CORE_INLINE plan_recording& keep(recording_ptr r);
+  std::size_t last_steps() const noexcept { return last_ ? recording_steps(*last_) : 0; }
   std::size_t recordings() const noexcept { return recordings_.size(); }
 
   // One call at a time: a second, from another thread or from inside the function, is an
   // error (the slots hold one call's tensors).
   struct running {
     explicit running(plan_core& c) : c_(c) {
-      if (c.busy_.exchange(true, std::memory_order_acquire))
-        throw error("plan " + c.name(), "the plan is already running",
-                    "a plan runs one call at a time: called from another thread while it runs, "
-                    "or from inside its own function; capture one plan per thread");
+      if (c.busy_.exchange(true, std::memory_order_acquire)) [[unlikely]]
+        c.refuse_running();
     }
     ~running() { c_.busy_.store(false, std::memory_order_release); }
     running(const running&) = delete;
@@ -111,8 +86,9 @@ public:
   };
 
 private:
+  [[noreturn]] KILN_CORE_INLINE void refuse_running() const;
   capture_options options_;
-  std::vector<std::unique_ptr<plan_recording>> recordings_;
+  std::vector<recording_ptr> recordings_;
   plan_recording* last_ = nullptr;
   std::atomic<bool> busy_{false};
 };
@@ -172,22 +148,17 @@ public:
           [&] {
             if constexpr (plan_number_arg<A>) {
               const std::remove_cvref_t<A> v = a;
-              std::memcpy(r->parameter(p++), &v, sizeof v);
+              std::memcpy(plan_parameter(*r, p++), &v, sizeof v);
             }
           }(),
           ...);
-      r->bind(args);
-      struct unbind {
-        plan_recording& r;
-        ~unbind() { r.unbind(); }
-      } const u{*r};
-      r->replay();
+      plan_replay(*r, args);
       return;
     }
     core_->may_capture(args, sig);
-    auto rec = std::make_unique<plan_recording>(core_->name(), sig);
+    recording_ptr rec = make_recording(core_->name(), sig);
     {
-      const std::vector<std::shared_ptr<storage>> slots = rec->bind_for_capture(args);
+      const std::vector<std::shared_ptr<storage>> slots = plan_bind_for_capture(*rec, args);
       std::size_t t = 0;
       // (Braced: the proxies are made left to right, the slots and cells in call order.)
       std::tuple<typename plan_proxy<A>::type...> proxies{proxy_of(a, slots, t, *rec)...};
@@ -207,14 +178,14 @@ public:
                 ...);
           },
           proxies);
-      rec->check_arguments({after.data(), nt});
+      plan_check_arguments(*rec, {after.data(), nt});
     }
-    rec->finish();
-    core_->keep(std::move(rec)).unbind();
+    plan_finish(*rec); // (and the slots let go of this call's tensors)
+    core_->keep(std::move(rec));
   }
 
   // Steps of the recording used last (0 before the first call), and how many are kept.
-  std::size_t steps() const noexcept { return core_->last() ? core_->last()->steps() : 0; }
+  std::size_t steps() const noexcept { return core_->last_steps(); }
   std::size_t recordings() const noexcept { return core_->recordings(); }
 
 private:
@@ -224,7 +195,7 @@ private:
     if constexpr (detail::plan_tensor_arg<A>) {
       return A(slots[t++], a.layout());
     } else {
-      std::uint64_t* cell = r.add_parameter();
+      std::uint64_t* cell = plan_add_parameter(r);
       std::memcpy(cell, &a, sizeof a);
       return param<A>(a, reinterpret_cast<const A*>(cell));
     }
@@ -241,3 +212,7 @@ plan<F> capture(F f, capture_options o = {}) {
 }
 
 } // namespace kiln
+
+#if KILN_CORE_DEFINITIONS
+#include "kiln/plan/capture_impl.hpp"
+#endif

@@ -19,11 +19,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace kiln {
@@ -44,15 +42,6 @@ public:
   virtual void run() = 0;
 };
 
-// A tensor argument as a capture saw it: what a replay compares (the layout, the device,
-// which earlier argument shares its storage) and where its slot is.
-struct plan_argument {
-  kiln::layout layout;
-  kiln::device device;
-  int same_as; // the first argument over the same storage (itself if none)
-  int slot;
-};
-
 // An argument at a call: its handle's parts.
 struct bound_argument {
   const storage* st;
@@ -60,113 +49,79 @@ struct bound_argument {
   dtype type;
 };
 
-class plan_recording {
-public:
-  KILN_CORE_INLINE plan_recording(std::string name, const void* signature);
-  plan_recording(const plan_recording&) = delete;
-  plan_recording& operator=(const plan_recording&) = delete;
-  KILN_CORE_INLINE ~plan_recording();
-
-  const std::string& name() const noexcept { return name_; }
-  const void* signature() const noexcept { return signature_; }
-
-  // --- capturing
-  // The arguments: a slot each (shared where they share storage); returns the slot storage
-  // of each, through which the captured function reads and writes them.
-  KILN_CORE_INLINE std::vector<std::shared_ptr<storage>>
-  bind_for_capture(std::span<const bound_argument> args);
-  // A cell for each parameter (its bits, as a flat_scalar holds them).
-  std::uint64_t* add_parameter() { return cells_.emplace_back(new std::uint64_t(0)).get(); }
-  KILN_CORE_INLINE void made(const std::shared_ptr<storage>& s);
-  // Memory a component of kiln owns and updates itself (an optimizer's moments and the
-  // parameters it holds): steps may use it, and the plan keeps it alive.
-  KILN_CORE_INLINE void adopt(const std::shared_ptr<storage>& s);
-  // Memory a step uses: an argument's slot or the function's own (kept); anything else
-  // is a kiln::error naming `op` and the tensor. Returns what the step is to use: the slot
-  // where s is an argument's own storage, else s. `held`: the step keeps a handle to it.
-  KILN_CORE_INLINE const storage* use(const storage* s, const kiln::layout& l, dtype t,
-                                      const char* op, bool held = false);
-  // The handle of a slot use() returned.
-  KILN_CORE_INLINE const std::shared_ptr<storage>& slot_handle(const storage* slot) const;
-  // Adds a step, unless a step that records itself whole is being recorded (nested).
-  KILN_CORE_INLINE void add(std::unique_ptr<plan_step> step);
-  // After the function returned: the handles it was given (`proxies`) must still be its
-  // arguments' slots, as they were laid out (it assigned values, not other tensors).
-  KILN_CORE_INLINE void check_arguments(std::span<const bound_argument> proxies) const;
-  // Then, the handles let go: the function's own memory in use moves to the arena, and an
-  // argument handle or a tensor the function made that is still held elsewhere (kept in a
-  // handle outside the function) is an error.
-  KILN_CORE_INLINE void finish();
-
-  // --- replaying
-  // Whether args are what the capture saw (matches() == 0, without saying why not).
-  KILN_CORE_INLINE bool replays(std::span<const bound_argument> args) const noexcept;
-  // 0 where args are what the capture saw; else (with *why set, where given, to what
-  // changed) 1 where only layouts differ, ranks kept, and 2 for anything else.
-  KILN_CORE_INLINE int matches(std::span<const bound_argument> args, std::string* why) const;
-  KILN_CORE_INLINE void bind(std::span<const bound_argument> args);
-  KILN_CORE_INLINE void unbind() noexcept;
-  KILN_CORE_INLINE void replay();
-  std::size_t steps() const noexcept { return steps_.size(); }
-  std::uint64_t* parameter(std::size_t i) noexcept { return cells_[i].get(); }
-
-private:
-  std::string name_;
-  const void* signature_;
-  std::vector<plan_argument> args_;
-  std::vector<std::shared_ptr<storage>> slots_;
-  std::vector<const storage*> real_; // per slot: the argument's own storage at capture
-  std::vector<std::unique_ptr<std::uint64_t>> cells_;
-  std::vector<std::unique_ptr<plan_step>> steps_;
-  std::vector<std::shared_ptr<storage>> arena_;
-  // The memory the function's own host temporaries share (those whose steps never meet).
-  struct free_block {
-    void operator()(void* p) const noexcept { std::free(p); }
-  };
-  std::vector<std::unique_ptr<void, free_block>> blocks_;
-  KILN_CORE_INLINE void share_arena();
-  // While capturing: the first and last step that uses each storage.
-  std::unordered_map<const storage*, std::pair<std::size_t, std::size_t>> span_;
-  // While capturing: what the function made, which of that steps use, handles steps hold.
-  std::unordered_map<const storage*, std::shared_ptr<storage>> made_;
-  std::unordered_map<const storage*, long> used_;
-  std::unordered_map<const storage*, std::shared_ptr<storage>> adopted_;
-  std::uint64_t overlaps_ = 0; // pairs of borrowed arguments whose memory meets
-  // The argument storages of the last call replays() accepted (one call at a time: a plan
-  // runs one, plan_core::running).
-  mutable std::vector<const storage*> last_;
-  bool borrowed_ = false;
-
-public:
-  int nested = 0;
+// The recording a capture makes (its class is recording_impl.hpp's, compiled once: its
+// members' types cost every file that includes kiln their parsing). What the library's
+// statements and a plan ask of it:
+class plan_recording;
+struct recording_deleter {
+  KILN_CORE_INLINE void operator()(plan_recording* r) const noexcept;
 };
+using recording_ptr = std::unique_ptr<plan_recording, recording_deleter>;
+KILN_CORE_INLINE recording_ptr make_recording(std::string name, const void* signature);
+KILN_CORE_INLINE const std::string& recording_name(const plan_recording& r);
+KILN_CORE_INLINE const void* recording_signature(const plan_recording& r);
+KILN_CORE_INLINE std::size_t recording_steps(const plan_recording& r);
+// Memory a step uses: an argument's slot or the function's own (kept), adopted or a
+// constant; anything else is a kiln::error naming `op` and the tensor. Returns what the step
+// is to use: the slot where s is an argument's own storage, else s. `held`: the step keeps a
+// handle to it.
+KILN_CORE_INLINE const storage* plan_use(plan_recording& r, const storage* s, const kiln::layout& l,
+                                         dtype t, const char* op, bool held = false);
+// The handle of a slot plan_use returned.
+KILN_CORE_INLINE const std::shared_ptr<storage>& plan_slot_handle(const plan_recording& r,
+                                                                  const storage* slot);
+// Adds a step, unless inside a step that records itself whole (plan_nest).
+KILN_CORE_INLINE void plan_add(plan_recording& r, std::unique_ptr<plan_step> step);
+// Adds a step of a typed statement (a reduction of one expression type) as its data and two
+// functions over it (run, free): a class template per reduction, with its vtable and
+// unique_ptr, was code in every file with a reduction.
+KILN_CORE_INLINE void plan_add(plan_recording& r, void* data, void (*run)(void*),
+                               void (*drop)(void*));
+// Memory a component of kiln owns and updates itself (an optimizer's moments and the
+// parameters it holds): steps may use it, and the plan keeps it alive.
+KILN_CORE_INLINE void plan_adopt(plan_recording& r, const std::shared_ptr<storage>& s);
+KILN_CORE_INLINE void plan_nest(plan_recording& r, int by);
+// A plan's side (capture.hpp): the arguments' slots for the capture, a parameter's cell, the
+// checks after the function returned, a call's parameters and replay.
+KILN_CORE_INLINE std::vector<std::shared_ptr<storage>>
+plan_bind_for_capture(plan_recording& r, std::span<const bound_argument> args);
+KILN_CORE_INLINE std::uint64_t* plan_add_parameter(plan_recording& r);
+KILN_CORE_INLINE std::uint64_t* plan_parameter(plan_recording& r, std::size_t i);
+KILN_CORE_INLINE void plan_check_arguments(const plan_recording& r,
+                                           std::span<const bound_argument> proxies);
+KILN_CORE_INLINE void plan_finish(plan_recording& r);
+// Binds args, runs the steps, unbinds.
+KILN_CORE_INLINE void plan_replay(plan_recording& r, std::span<const bound_argument> args);
 
 // Host code a replay runs where the capture ran it: what a component of kiln computes on the
 // host for each call (an optimizer's step count and bias corrections, into the cells its
 // update reads as parameters). Does nothing when this thread is not capturing.
+template <class F>
 class host_call_step final : public plan_step {
 public:
-  explicit host_call_step(std::function<void()> f) : f_(std::move(f)) {}
+  explicit host_call_step(F f) : f_(std::move(f)) {}
   void run() override { f_(); }
 
 private:
-  std::function<void()> f_;
+  F f_;
 };
-inline void record_host_call(std::function<void()> f) {
-  if (plan_recording* r = recording_now()) r->add(std::make_unique<host_call_step>(std::move(f)));
+template <class F>
+void record_host_call(F f) {
+  if (plan_recording* r = recording_now())
+    plan_add(*r, std::make_unique<host_call_step<F>>(std::move(f)));
 }
 // The storage of t, adopted by this thread's recording (plan_recording::adopt), if any.
 template <class T>
 void adopt_for_plan(const tensor<T>& t) {
-  if (plan_recording* r = recording_now(); r != nullptr && t.storage()) r->adopt(t.storage());
+  if (plan_recording* r = recording_now(); r != nullptr && t.storage()) plan_adopt(*r, t.storage());
 }
 
 // A scope whose statements are part of a step recorded whole after it (their storages are
 // still checked and kept, their own steps not added).
 class nested_recording {
 public:
-  explicit nested_recording(plan_recording& r) : r_(r) { ++r_.nested; }
-  ~nested_recording() { --r_.nested; }
+  explicit nested_recording(plan_recording& r) : r_(r) { plan_nest(r_, 1); }
+  ~nested_recording() { plan_nest(r_, -1); }
   nested_recording(const nested_recording&) = delete;
   nested_recording& operator=(const nested_recording&) = delete;
 
@@ -185,11 +140,11 @@ record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const ho
 // it is an argument's.
 template <class T>
 void adopt_leaves(tensor<T>& t, plan_recording& r, const char* op) {
-  const storage* s = r.use(t.storage().get(), t.layout(), t.dtype(), op, true);
+  const storage* s = plan_use(r, t.storage().get(), t.layout(), t.dtype(), op, true);
   if (s != t.storage().get()) {
     kiln::layout l = t.layout();
     std::destroy_at(&t);
-    std::construct_at(&t, r.slot_handle(s), std::move(l));
+    std::construct_at(&t, plan_slot_handle(r, s), std::move(l));
   }
 }
 template <class T>

@@ -9,11 +9,174 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 
 namespace kiln::detail {
 
+// A tensor argument as a capture saw it: what a replay compares (the layout, the device,
+// which earlier argument shares its storage) and where its slot is.
+struct plan_argument {
+  kiln::layout layout;
+  kiln::device device;
+  int same_as; // the first argument over the same storage (itself if none)
+  int slot;
+};
+
+class plan_recording {
+public:
+  plan_recording(std::string name, const void* signature);
+  plan_recording(const plan_recording&) = delete;
+  plan_recording& operator=(const plan_recording&) = delete;
+  ~plan_recording();
+
+  const std::string& name() const noexcept { return name_; }
+  const void* signature() const noexcept { return signature_; }
+
+  // --- capturing
+  // The arguments: a slot each (shared where they share storage); returns the slot storage
+  // of each, through which the captured function reads and writes them.
+  std::vector<std::shared_ptr<storage>> bind_for_capture(std::span<const bound_argument> args);
+  // A cell for each parameter (its bits, as a flat_scalar holds them).
+  std::uint64_t* add_parameter() { return cells_.emplace_back(new std::uint64_t(0)).get(); }
+  void made(const std::shared_ptr<storage>& s);
+  // Memory a component of kiln owns and updates itself (an optimizer's moments and the
+  // parameters it holds): steps may use it, and the plan keeps it alive.
+  void adopt(const std::shared_ptr<storage>& s);
+  // Memory a step uses: an argument's slot or the function's own (kept); anything else
+  // is a kiln::error naming `op` and the tensor. Returns what the step is to use: the slot
+  // where s is an argument's own storage, else s. `held`: the step keeps a handle to it.
+  const storage* use(const storage* s, const kiln::layout& l, dtype t, const char* op,
+                     bool held = false);
+  // The handle of a slot use() returned.
+  const std::shared_ptr<storage>& slot_handle(const storage* slot) const;
+  // Adds a step, unless a step that records itself whole is being recorded (nested).
+  void add(std::unique_ptr<plan_step> step);
+  // After the function returned: the handles it was given (`proxies`) must still be its
+  // arguments' slots, as they were laid out (it assigned values, not other tensors).
+  void check_arguments(std::span<const bound_argument> proxies) const;
+  // Then, the handles let go: the function's own memory in use moves to the arena, and an
+  // argument handle or a tensor the function made that is still held elsewhere (kept in a
+  // handle outside the function) is an error.
+  void finish();
+
+  // --- replaying
+  // Whether args are what the capture saw (matches() == 0, without saying why not).
+  bool replays(std::span<const bound_argument> args) const noexcept;
+  // 0 where args are what the capture saw; else (with *why set, where given, to what
+  // changed) 1 where only layouts differ, ranks kept, and 2 for anything else.
+  int matches(std::span<const bound_argument> args, std::string* why) const;
+  void bind(std::span<const bound_argument> args);
+  void unbind() noexcept;
+  void replay();
+  std::size_t steps() const noexcept { return steps_.size(); }
+  std::uint64_t* parameter(std::size_t i) noexcept { return cells_[i].get(); }
+
+private:
+  std::string name_;
+  const void* signature_;
+  std::vector<plan_argument> args_;
+  std::vector<std::shared_ptr<storage>> slots_;
+  std::vector<const storage*> real_; // per slot: the argument's own storage at capture
+  std::vector<std::unique_ptr<std::uint64_t>> cells_;
+  std::vector<std::unique_ptr<plan_step>> steps_;
+  std::vector<std::shared_ptr<storage>> arena_;
+  // The memory the function's own host temporaries share (those whose steps never meet).
+  struct free_block {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  std::vector<std::unique_ptr<void, free_block>> blocks_;
+  void share_arena();
+
+  // While capturing: what the function made, what steps use (and how many handles to it they
+  // hold, and the first and last step), what components adopted; let go when it ends.
+  struct capturing;
+  std::unique_ptr<capturing> capturing_;
+  std::uint64_t overlaps_ = 0; // pairs of borrowed arguments whose memory meets
+  // The argument storages of the last call replays() accepted (one call at a time: a plan
+  // runs one, plan_core::running).
+  mutable std::vector<const storage*> last_;
+  bool borrowed_ = false;
+
+public:
+  int nested = 0;
+};
+
 inline std::string plan_tensor_words(const kiln::layout& l, dtype t) {
   return "a tensor<" + std::string(name(t)) + "> of shape " + l.shape.str();
+}
+
+KILN_CORE_INLINE void recording_deleter::operator()(plan_recording* r) const noexcept { delete r; }
+KILN_CORE_INLINE recording_ptr make_recording(std::string name, const void* signature) {
+  return recording_ptr(new plan_recording(std::move(name), signature));
+}
+KILN_CORE_INLINE const std::string& recording_name(const plan_recording& r) { return r.name(); }
+KILN_CORE_INLINE const void* recording_signature(const plan_recording& r) { return r.signature(); }
+KILN_CORE_INLINE std::size_t recording_steps(const plan_recording& r) { return r.steps(); }
+KILN_CORE_INLINE const storage* plan_use(plan_recording& r, const storage* s, const kiln::layout& l,
+                                         dtype t, const char* op, bool held) {
+  return r.use(s, l, t, op, held);
+}
+KILN_CORE_INLINE const std::shared_ptr<storage>& plan_slot_handle(const plan_recording& r,
+                                                                  const storage* slot) {
+  return r.slot_handle(slot);
+}
+KILN_CORE_INLINE void plan_add(plan_recording& r, std::unique_ptr<plan_step> step) {
+  r.add(std::move(step));
+}
+// The step plan_add's second form makes.
+class thunk_step final : public plan_step {
+public:
+  thunk_step(void* data, void (*run)(void*), void (*drop)(void*)) noexcept
+      : data_(data), run_(run), drop_(drop) {}
+  thunk_step(const thunk_step&) = delete;
+  thunk_step& operator=(const thunk_step&) = delete;
+  ~thunk_step() override { drop_(data_); }
+  void run() override { run_(data_); }
+
+private:
+  void* data_;
+  void (*run_)(void*);
+  void (*drop_)(void*);
+};
+KILN_CORE_INLINE void plan_add(plan_recording& r, void* data, void (*run)(void*),
+                               void (*drop)(void*)) {
+  std::unique_ptr<thunk_step> s;
+  try {
+    s = std::make_unique<thunk_step>(data, run, drop);
+  } catch (...) {
+    drop(data);
+    throw;
+  }
+  r.add(std::move(s));
+}
+KILN_CORE_INLINE void plan_adopt(plan_recording& r, const std::shared_ptr<storage>& s) {
+  r.adopt(s);
+}
+KILN_CORE_INLINE void plan_nest(plan_recording& r, int by) { r.nested += by; }
+KILN_CORE_INLINE std::vector<std::shared_ptr<storage>>
+plan_bind_for_capture(plan_recording& r, std::span<const bound_argument> args) {
+  return r.bind_for_capture(args);
+}
+KILN_CORE_INLINE std::uint64_t* plan_add_parameter(plan_recording& r) { return r.add_parameter(); }
+KILN_CORE_INLINE std::uint64_t* plan_parameter(plan_recording& r, std::size_t i) {
+  return r.parameter(i);
+}
+KILN_CORE_INLINE void plan_check_arguments(const plan_recording& r,
+                                           std::span<const bound_argument> proxies) {
+  r.check_arguments(proxies);
+}
+KILN_CORE_INLINE void plan_finish(plan_recording& r) {
+  r.finish();
+  r.unbind();
+}
+KILN_CORE_INLINE void plan_replay(plan_recording& r, std::span<const bound_argument> args) {
+  r.bind(args);
+  struct unbind {
+    plan_recording& r;
+    ~unbind() { r.unbind(); }
+  } const u{r};
+  r.replay();
 }
 
 KILN_CORE_INLINE void note_made_storage(const std::shared_ptr<storage>& s) {
@@ -46,8 +209,14 @@ KILN_CORE_INLINE void refuse_in_capture(const char* op, const char* why) {
               std::string(op) + " cannot run inside a captured function", why);
 }
 
+struct plan_recording::capturing {
+  std::unordered_map<const storage*, std::shared_ptr<storage>> made, adopted;
+  std::unordered_map<const storage*, long> used;
+  std::unordered_map<const storage*, std::pair<std::size_t, std::size_t>> span;
+};
+
 KILN_CORE_INLINE plan_recording::plan_recording(std::string name, const void* signature)
-    : name_(std::move(name)), signature_(signature) {}
+    : name_(std::move(name)), signature_(signature), capturing_(std::make_unique<capturing>()) {}
 KILN_CORE_INLINE plan_recording::~plan_recording() = default;
 
 inline std::pair<std::uintptr_t, std::uintptr_t> bytes_of(const bound_argument& a) {
@@ -94,11 +263,11 @@ plan_recording::bind_for_capture(std::span<const bound_argument> args) {
 }
 
 KILN_CORE_INLINE void plan_recording::made(const std::shared_ptr<storage>& s) {
-  made_.emplace(s.get(), s);
+  capturing_->made.emplace(s.get(), s);
 }
 
 KILN_CORE_INLINE void plan_recording::adopt(const std::shared_ptr<storage>& s) {
-  adopted_.emplace(s.get(), s);
+  capturing_->adopted.emplace(s.get(), s);
 }
 
 KILN_CORE_INLINE const storage* plan_recording::use(const storage* s, const kiln::layout& l,
@@ -106,14 +275,14 @@ KILN_CORE_INLINE const storage* plan_recording::use(const storage* s, const kiln
   bool slot = false;
   for (std::size_t i = 0; i < slots_.size() && !slot; ++i)
     if (slots_[i].get() == s || real_[i] == s) s = slots_[i].get(), slot = true;
-  if (!slot && !made_.count(s) && !adopted_.count(s) && !is_plan_constant(s))
+  if (!slot && !capturing_->made.count(s) && !capturing_->adopted.count(s) && !is_plan_constant(s))
     throw error("plan " + name_, std::string(op) + " uses a tensor that is not an argument",
                 plan_tensor_words(l, t) +
                     " reached from inside the captured function (a reference it holds) and "
                     "neither passed as an argument nor made inside it; pass it as an argument");
-  used_[s] += held ? 1 : 0;
+  capturing_->used[s] += held ? 1 : 0;
   const std::size_t at = steps_.size(); // (the step being recorded)
-  if (auto [it, fresh] = span_.try_emplace(s, at, at); !fresh) it->second.second = at;
+  if (auto [it, fresh] = capturing_->span.try_emplace(s, at, at); !fresh) it->second.second = at;
   return s;
 }
 
@@ -141,18 +310,18 @@ plan_recording::check_arguments(std::span<const bound_argument> proxies) const {
 
 KILN_CORE_INLINE void plan_recording::finish() {
   const auto held = [&](const storage* s) {
-    const auto u = used_.find(s);
-    return u == used_.end() ? 0L : u->second;
+    const auto u = capturing_->used.find(s);
+    return u == capturing_->used.end() ? 0L : u->second;
   };
   for (const std::shared_ptr<storage>& s : slots_)
     if (s.use_count() > 1 + held(s.get()))
       throw error("plan " + name_, "the captured function keeps an argument's handle",
                   "a handle to an argument outlives the call (stored outside the function); a "
                   "replay would change what it reads");
-  for (auto& [raw, s] : made_) {
-    const auto u = used_.find(raw);
-    if (u == used_.end()) continue;
-    if (!adopted_.count(raw) && s.use_count() > 1 + u->second)
+  for (auto& [raw, s] : capturing_->made) {
+    const auto u = capturing_->used.find(raw);
+    if (u == capturing_->used.end()) continue;
+    if (!capturing_->adopted.count(raw) && s.use_count() > 1 + u->second)
       throw error("plan " + name_, "the captured function keeps a tensor it made",
                   "a tensor of " + std::to_string(s->count()) +
                       " elements made inside the function outlives the call (kept in a handle "
@@ -160,13 +329,10 @@ KILN_CORE_INLINE void plan_recording::finish() {
                       "it as an argument");
     arena_.push_back(s);
   }
-  for (auto& [raw, s] : adopted_)
-    if (used_.count(raw) && !made_.count(raw)) arena_.push_back(s);
+  for (auto& [raw, s] : capturing_->adopted)
+    if (capturing_->used.count(raw) && !capturing_->made.count(raw)) arena_.push_back(s);
   share_arena();
-  made_.clear();
-  used_.clear();
-  adopted_.clear();
-  span_.clear();
+  capturing_.reset(); // (a recording made is never captured into again)
 }
 
 // The function's own host temporaries as uncaptured statements have them: a block freed at a
@@ -181,9 +347,11 @@ KILN_CORE_INLINE void plan_recording::share_arena() {
   };
   std::vector<use> uses;
   for (const std::shared_ptr<storage>& s : arena_) {
-    if (!s->on_host() || !s->owned() || adopted_.count(s.get()) || !made_.count(s.get())) continue;
-    const auto sp = span_.find(s.get());
-    if (sp == span_.end()) continue;
+    if (!s->on_host() || !s->owned() || capturing_->adopted.count(s.get()) ||
+        !capturing_->made.count(s.get()))
+      continue;
+    const auto sp = capturing_->span.find(s.get());
+    if (sp == capturing_->span.end()) continue;
     const std::size_t bytes = (std::size_t(s->count()) * size_of(s->dtype()) + 63) / 64 * 64;
     if (bytes == 0) continue;
     uses.push_back({s.get(), sp->second.first, sp->second.second, bytes});
