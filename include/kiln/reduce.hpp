@@ -207,7 +207,9 @@ struct reduction_replay {
   static void run(void* p) {
     auto& d = *static_cast<reduction_replay*>(p);
     refresh_parameters(d.e);
-    if (!d.out.device().is_host())
+    if constexpr (device_only_in<E> != nullptr) // (a device-only op: never on the host)
+      device_reduce<R>(d.out, d.e, d.mask, d.params);
+    else if (!d.out.device().is_host())
       device_reduce<R>(d.out, d.e, d.mask, d.params);
     else
       run_reduction<R>(d.out, d.e, d.mask, d.params);
