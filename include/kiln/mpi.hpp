@@ -457,7 +457,8 @@ void allreduce_packed(const char* op, const tensor<T>& buf, std::string problem,
 template <class T>
 void allreduce_in_place(const tensor<T>& t, reduction r = reduction::sum,
                         MPI_Comm comm = MPI_COMM_WORLD) {
-  kiln::detail::refuse_if_capturing("mpi::allreduce_in_place", "messages between ranks are not captured");
+  kiln::detail::refuse_if_capturing("mpi::allreduce_in_place",
+                                    "messages between ranks are not captured");
   const char* op = "mpi::allreduce";
   detail::returning_errors guard(op, comm);
   std::string problem = detail::problem_of(t);

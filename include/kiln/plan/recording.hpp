@@ -58,8 +58,6 @@ struct recording_deleter {
 };
 using recording_ptr = std::unique_ptr<plan_recording, recording_deleter>;
 KILN_CORE_INLINE recording_ptr make_recording(std::string name, const void* signature);
-KILN_CORE_INLINE const std::string& recording_name(const plan_recording& r);
-KILN_CORE_INLINE const void* recording_signature(const plan_recording& r);
 KILN_CORE_INLINE std::size_t recording_steps(const plan_recording& r);
 // Memory a step uses: an argument's slot or the function's own (kept), adopted or a
 // constant; anything else is a kiln::error naming `op` and the tensor. Returns what the step

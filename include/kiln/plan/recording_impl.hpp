@@ -110,8 +110,6 @@ KILN_CORE_INLINE void recording_deleter::operator()(plan_recording* r) const noe
 KILN_CORE_INLINE recording_ptr make_recording(std::string name, const void* signature) {
   return recording_ptr(new plan_recording(std::move(name), signature));
 }
-KILN_CORE_INLINE const std::string& recording_name(const plan_recording& r) { return r.name(); }
-KILN_CORE_INLINE const void* recording_signature(const plan_recording& r) { return r.signature(); }
 KILN_CORE_INLINE std::size_t recording_steps(const plan_recording& r) { return r.steps(); }
 KILN_CORE_INLINE const storage* plan_use(plan_recording& r, const storage* s, const kiln::layout& l,
                                          dtype t, const char* op, bool held) {
@@ -235,14 +233,19 @@ inline std::uint64_t overlap_bits(std::span<const bound_argument> args) {
   return bits;
 }
 
+// The first argument over the same storage as argument i (i itself if none).
+inline int first_sharing(std::span<const bound_argument> args, std::size_t i) {
+  for (std::size_t j = 0; j < i; ++j)
+    if (args[j].st == args[i].st) return int(j);
+  return int(i);
+}
+
 KILN_CORE_INLINE std::vector<std::shared_ptr<storage>>
 plan_recording::bind_for_capture(std::span<const bound_argument> args) {
   std::vector<std::shared_ptr<storage>> per_arg;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const bound_argument& a = args[i];
-    int same = int(i);
-    for (std::size_t j = 0; j < i && same == int(i); ++j)
-      if (args[j].st == a.st) same = int(j);
+    const int same = first_sharing(args, i);
     plan_argument p{*a.layout, a.st->device(), same, 0};
     if (same == int(i)) {
       p.slot = int(slots_.size());
@@ -442,9 +445,7 @@ KILN_CORE_INLINE int plan_recording::matches(std::span<const bound_argument> arg
                   : "was captured with shape " + p.layout.shape.str() + " and is now " +
                         a.layout->shape.str(),
               differs);
-    int same = int(i);
-    for (std::size_t j = 0; j < i && same == int(i); ++j)
-      if (args[j].st == a.st) same = int(j);
+    const int same = first_sharing(args, i);
     if (same != p.same_as)
       return say(i, p.same_as == int(i)
                         ? "shares memory with argument " + std::to_string(same + 1) +
