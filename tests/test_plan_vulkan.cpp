@@ -102,3 +102,128 @@ TEST_CASE("plan on vulkan: another device or a host tensor where the capture saw
     CHECK(same_bits(y2, tensor<float>(kiln::exp(x2) * 2.0f)));
   }
 }
+
+namespace {
+// Pre-recorded command buffers of vulkan:0 executed and recorded so far.
+std::pair<std::uint64_t, std::uint64_t> prerecorded(const kiln::device& dev) {
+  const auto be = kiln::backend_for(dev);
+  return dynamic_cast<const kiln::jit::vk::vulkan_backend&>(*be).prerecorded();
+}
+} // namespace
+
+TEST_CASE("plan on vulkan: a step's kernels replay as one pre-recorded command buffer",
+          "[plan][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t n = test::draw(100, 5000);
+  const auto body = [](tensor<float>& out, const tensor<float>& a, const tensor<float>& b,
+                       kiln::param<float> s) {
+    out = a * b + s;
+    for (int i = 1; i < 20; ++i) // 20 kernels, each reading what the one before wrote
+      out = out * b + a * s;
+  };
+  auto plan = kiln::capture(body, {.name = "twenty kernels"});
+  tensor<float> a = plan_test::drawn<float>({n}).to(*dev),
+                b = plan_test::drawn<float>({n}).to(*dev);
+  tensor<float> o1 = kiln::zeros<float>({n}, *dev), o2 = o1.clone(), r = o1.clone();
+  const auto check = [&](tensor<float>& o, const tensor<float>& x, const tensor<float>& y,
+                         float s) {
+    const auto before = prerecorded(*dev);
+    plan(o, x, y, s);
+    const auto after = prerecorded(*dev);
+    body(r, x, y, kiln::param<float>(s));
+    REQUIRE(same_bits(o, r));
+    return std::pair{after.first - before.first, after.second - before.second};
+  };
+  plan(o1, a, b, 0.5f); // the capture: launched as written
+  CHECK(plan.steps() == 20);
+  // The same memory and scalars: one command buffer executed, nothing recorded.
+  CHECK(check(o1, a, b, 0.5f) == std::pair<std::uint64_t, std::uint64_t>{1, 1});
+  for (int i = 0; i < 3; ++i)
+    CHECK(check(o1, a, b, 0.5f) == std::pair<std::uint64_t, std::uint64_t>{1, 0});
+  // Arguments traded between calls (a ping-pong loop): one recording for each binding, kept.
+  CHECK(check(o2, b, a, 0.5f).second == 1);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(check(o1, a, b, 0.5f) == std::pair<std::uint64_t, std::uint64_t>{1, 0});
+    CHECK(check(o2, b, a, 0.5f) == std::pair<std::uint64_t, std::uint64_t>{1, 0});
+  }
+  // A new value of the parameter is recorded anew (it is pushed as a constant), and right.
+  for (int i = 0; i < 6; ++i) {
+    const float s = test::uniform<float>(1, -2, 2)[0];
+    CHECK(check(i % 2 ? o1 : o2, a, b, s).first == 1);
+  }
+  // Memory given back to the driver between replays: recorded again.
+  kiln::synchronize(*dev);
+  {
+    tensor<float> spare = kiln::zeros<float>({1 << 22}, *dev); // a chunk of its own
+  }
+  kiln::empty_cache(*dev);
+  CHECK(check(o1, a, b, 0.5f).second == 1);
+  // In place, with a parameter equal to a constant of the expression at the capture (one
+  // kernel scalar for both), then not (two: another kernel), then equal again.
+  auto inplace = kiln::capture(
+      [](tensor<float>& x, const tensor<float>& y, kiln::param<float> s) {
+        x = x * s + y * 0.75f;
+        x = kiln::exp(-x * x) + y * s;
+      },
+      {.name = "in place"});
+  tensor<float> x = a.clone(), xr = a.clone();
+  for (int i = 0; i < 8; ++i) {
+    const float s = i < 3 || i == 6 ? 0.75f : test::uniform<float>(1, -1, 1)[0];
+    inplace(x, b, s);
+    xr = xr * kiln::param<float>(s) + b * 0.75f;
+    xr = kiln::exp(-xr * xr) + b * kiln::param<float>(s);
+    REQUIRE(same_bits(x, xr));
+  }
+  // A pass of more distinct views than one kernel binds: its stages' temporaries are the
+  // plan's, written again by every replay.
+  auto wide = kiln::capture(
+      [](tensor<float>& y, const tensor<float>& x) {
+        y = x.narrow(0, 0, 8);
+        for (std::int64_t k = 1; k < 40; ++k)
+          y = y + x.narrow(0, k, 8) * static_cast<float>(k);
+      },
+      {.name = "many views"});
+  auto wide_sum = kiln::capture(
+      [](tensor<float>& y, const tensor<float>& x) {
+        tensor<float> acc = x.narrow(0, 0, 8) * 1.0f; // (the function's own, on the device)
+        y = acc + x.narrow(0, 1, 8) + x.narrow(0, 2, 8) + x.narrow(0, 3, 8) + x.narrow(0, 4, 8) +
+            x.narrow(0, 5, 8) + x.narrow(0, 6, 8) + x.narrow(0, 7, 8) + x.narrow(0, 8, 8) +
+            x.narrow(0, 9, 8) + x.narrow(0, 10, 8) + x.narrow(0, 11, 8) + x.narrow(0, 12, 8) +
+            x.narrow(0, 13, 8) + x.narrow(0, 14, 8) + x.narrow(0, 15, 8) + x.narrow(0, 16, 8) +
+            x.narrow(0, 17, 8) + x.narrow(0, 18, 8) + x.narrow(0, 19, 8) + x.narrow(0, 20, 8) +
+            x.narrow(0, 21, 8) + x.narrow(0, 22, 8) + x.narrow(0, 23, 8) + x.narrow(0, 24, 8) +
+            x.narrow(0, 25, 8) + x.narrow(0, 26, 8) + x.narrow(0, 27, 8) + x.narrow(0, 28, 8) +
+            x.narrow(0, 29, 8) + x.narrow(0, 30, 8) + x.narrow(0, 31, 8) + x.narrow(0, 32, 8) +
+            x.narrow(0, 33, 8) + x.narrow(0, 34, 8) + x.narrow(0, 35, 8) + x.narrow(0, 36, 8) +
+            x.narrow(0, 37, 8) + x.narrow(0, 38, 8) + x.narrow(0, 39, 8) + x.narrow(0, 40, 8);
+      },
+      {.name = "many views in one pass"});
+  for (int i = 0; i < 4; ++i) {
+    tensor<float> xs = plan_test::drawn<float>({48}).to(*dev);
+    tensor<float> y = kiln::zeros<float>({8}, *dev), yr = y.clone(), y2 = y.clone();
+    wide(y, xs);
+    wide_sum(y2, xs);
+    const auto xv = xs.to_vector();
+    const auto yv = y.to_vector(), y2v = y2.to_vector();
+    for (std::int64_t j = 0; j < 8; ++j) {
+      double want = 0, want2 = 0;
+      for (std::int64_t k = 0; k < 40; ++k)
+        want += double(xv[std::size_t(j + k)]) * double(k == 0 ? 1 : k);
+      for (std::int64_t k = 0; k <= 40; ++k)
+        want2 += double(xv[std::size_t(j + k)]);
+      CHECK(std::abs(yv[std::size_t(j)] - want) <= 1e-4 * (1 + std::abs(want)) * 40);
+      CHECK(std::abs(y2v[std::size_t(j)] - want2) <= 1e-5 * 41 * 4);
+    }
+  }
+  // A plan destroyed while the work it queued may still run: the device lets go of its
+  // command buffers once that work has finished.
+  {
+    auto brief = kiln::capture(body, {.name = "brief"});
+    brief(o1, a, b, 0.25f);
+    brief(o1, a, b, 0.25f);
+  }
+  plan(o2, a, b, 0.25f);
+  body(r, a, b, kiln::param<float>(0.25f));
+  CHECK(same_bits(o2, r));
+}

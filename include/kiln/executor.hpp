@@ -294,6 +294,26 @@ struct device_gemm {
   std::int64_t c_offset = 0;
 };
 
+// A captured plan's device launches (plan/): what a step queued when captured, replayed
+// without the planner. A replay appends them to a batch, which queues what it holds when
+// the plan reaches a step of another kind or its end (on Vulkan: one pre-recorded command
+// buffer per run of launches).
+class launch_batch {
+public:
+  virtual ~launch_batch() = default;
+  virtual void finish() = 0;         // queues what was appended since the last finish
+  virtual void clear() noexcept = 0; // drops it (a replay that failed part-way)
+};
+class launch_record {
+public:
+  virtual ~launch_record() = default;
+  // Appends the launches to `batch` (the same executor's): a buffer that was bound[i]'s at
+  // the capture is bound[i]'s memory now; a kernel's scalars taken from a pass's leaf table
+  // are `scalars` (empty: as captured).
+  virtual void replay(launch_batch& batch, std::span<const storage* const> bound,
+                      std::span<const std::uint64_t> scalars) const = 0;
+};
+
 // What a device backend provides to the planner.
 class device_executor {
 public:
@@ -326,6 +346,18 @@ public:
   // Whether this reduction must receive a materialized tensor: a hand-written kernel is
   // registered for it, or `leaves` are too many buffers for one kernel.
   virtual bool needs_tensor_input(const reduction_info& info, std::size_t leaves) const = 0;
+  // Runs run(data), which queues work on this executor through run() only, and returns its
+  // launches for replay: the buffers of `bound` named by storage, the memory the launches
+  // made for themselves kept by the record. Null where they cannot be replayed so (memory
+  // outside `bound`, another executor's work): then a replay runs the step again.
+  virtual std::unique_ptr<launch_record> record_launches(void (*run)(void*), void* data,
+                                                         std::span<const storage* const> bound) {
+    (void)bound;
+    run(data);
+    return nullptr;
+  }
+  // The batch a plan's replays append this executor's records to.
+  virtual std::unique_ptr<launch_batch> make_batch() { return nullptr; }
 };
 
 // The device executor of a storage's backend; a kiln::error if it has none.

@@ -53,8 +53,8 @@ void device_run_outputs(std::span<const bool> active, const O&... outs) {
   while (!active.empty() && !active[first])
     ++first;
   if (plan_recording* r = recording_now()) [[unlikely]]
-    record_device_pass(*r, lowerings_of<key>(), targets, *shapes[first], exprs, flat.leaf_span(),
-                       flat.scalar_span(), active);
+    return record_device_pass(*r, lowerings_of<key>(), targets, *shapes[first], exprs,
+                              flat.leaf_span(), flat.scalar_span(), active);
   run_device_pass(lowerings_of<key>(), targets, *shapes[first], exprs, flat.leaf_span(),
                   flat.scalar_span(), active);
 }

@@ -26,7 +26,8 @@
 
 namespace kiln {
 struct lowering_table;
-}
+class launch_batch;
+} // namespace kiln
 namespace kiln::ir {
 struct expr_description;
 }
@@ -40,6 +41,9 @@ class plan_step {
 public:
   virtual ~plan_step() = default;
   virtual void run() = 0;
+  // A device step replayed from its recorded launches appends them here; the plan queues
+  // the batch before a step that does not append to it, and at its end.
+  launch_batch* batch = nullptr;
 };
 
 // An argument at a call: its handle's parts.
@@ -154,9 +158,10 @@ void adopt_leaves(expr_node<Op, C...>& n, plan_recording& r, const char* op) {
   });
 }
 
-// Records a device pass run by device_run_outputs (eval/device_pass.hpp), as
-// run_device_pass takes it; a replay runs it again on the plan's memory (the lowering found
-// again in `table`, the kernel launched on the device's queue).
+// Records a device pass of device_run_outputs (eval/device_pass.hpp), as run_device_pass
+// takes it, and runs it: its launches recorded where the executor can (a replay appends them
+// to the plan's batch, the pass's scalars renewed), else a replay runs it again on the
+// plan's memory (the lowering found again in `table`, the kernel launched on the queue).
 KILN_CORE_INLINE void
 record_device_pass(plan_recording& r, lowering_table& table, std::span<const flat_leaf> targets,
                    const kiln::shape& shape, std::span<const ir::expr_description> exprs,

@@ -69,6 +69,8 @@ public:
   void bind(std::span<const bound_argument> args);
   void unbind() noexcept;
   void replay();
+  // The batch device steps of executor ex append their launches to (null: it has none).
+  launch_batch* batch_for(device_executor& ex);
   std::size_t steps() const noexcept { return steps_.size(); }
   std::uint64_t* parameter(std::size_t i) noexcept { return cells_[i].get(); }
 
@@ -80,6 +82,8 @@ private:
   std::vector<const storage*> real_; // per slot: the argument's own storage at capture
   std::vector<std::unique_ptr<std::uint64_t>> cells_;
   std::vector<std::unique_ptr<plan_step>> steps_;
+  // One per device executor whose launches the steps replay.
+  std::vector<std::pair<device_executor*, std::unique_ptr<launch_batch>>> batches_;
   std::vector<std::shared_ptr<storage>> arena_;
   // The memory the function's own host temporaries share (those whose steps never meet).
   struct free_block {
@@ -476,8 +480,32 @@ KILN_CORE_INLINE void plan_recording::unbind() noexcept {
 }
 
 KILN_CORE_INLINE void plan_recording::replay() {
-  for (const std::unique_ptr<plan_step>& s : steps_)
-    s->run();
+  if (batches_.empty()) {
+    for (const std::unique_ptr<plan_step>& s : steps_)
+      s->run();
+    return;
+  }
+  launch_batch* open = nullptr;
+  try {
+    for (const std::unique_ptr<plan_step>& s : steps_) {
+      if (open && s->batch != open) open->finish();
+      open = s->batch;
+      s->run();
+    }
+    if (open) open->finish();
+  } catch (...) {
+    for (const auto& b : batches_)
+      b.second->clear();
+    throw;
+  }
+}
+
+KILN_CORE_INLINE launch_batch* plan_recording::batch_for(device_executor& ex) {
+  for (const auto& b : batches_)
+    if (b.first == &ex) return b.second.get();
+  std::unique_ptr<launch_batch> b = ex.make_batch();
+  if (!b) return nullptr;
+  return batches_.emplace_back(&ex, std::move(b)).second.get();
 }
 
 // A host pass, replayed: its operands' layouts are the plan's copies and their storages
@@ -628,14 +656,55 @@ public:
     for (std::size_t s = 0; s < scalars_.size(); ++s)
       if (scalars_[s].source) parameters_.push_back(s);
   }
+  // The capture's run: its launches recorded where the executor can.
+  void capture(plan_recording& r, bool kept) {
+    if (!kept) return run_pass();
+    for (const flat_leaf& t : targets_)
+      bound_.push_back(t.storage);
+    for (const flat_leaf& l : leaves_)
+      bound_.push_back(l.storage);
+    if (!parameters_.empty()) pattern_ = scalar_table(bits_);
+    device_executor& ex = executor_of(*targets_[0].storage, "eval");
+    keep_ = targets_[0].storage->shared_backend();
+    record_ = ex.record_launches([](void* p) { static_cast<device_pass_step*>(p)->run_pass(); },
+                                 this, bound_);
+    if (record_) batch = r.batch_for(ex);
+    if (!batch) record_.reset();
+  }
   void run() override {
     for (const std::size_t s : parameters_)
       std::memcpy(&scalars_[s].bits, scalars_[s].source, sizeof scalars_[s].bits);
-    run_device_pass(table_, targets_, shape_, exprs_, leaves_, scalars_,
-                    {active_.get(), n_active_});
+    if (!record_) return run_pass();
+    if (!parameters_.empty() && scalar_table(bits_) != pattern_) {
+      // Parameters now equal where they differed (or the reverse): another kernel.
+      batch->finish();
+      return run_pass();
+    }
+    record_->replay(*batch, bound_, parameters_.empty() ? std::span<const std::uint64_t>() : bits_);
   }
 
 private:
+  void run_pass() {
+    run_device_pass(table_, targets_, shape_, exprs_, leaves_, scalars_,
+                    {active_.get(), n_active_});
+  }
+  // The pass's kernel scalars as run_device_pass's leaf table has them (equal ones merged),
+  // in `bits`; returns the table's pattern.
+  const std::vector<std::int16_t>& scalar_table(std::vector<std::uint64_t>& bits) {
+    lt_.clear();
+    std::span<const flat_leaf> l = leaves_;
+    std::span<const flat_scalar> s = scalars_;
+    for (std::size_t k = 0; k < exprs_.size(); ++k)
+      if (n_active_ == 0 || active_[k])
+        lt_.add(exprs_[k], l, s);
+      else
+        ir::leaf_table::skip(exprs_[k], l, s);
+    bits.clear();
+    for (const auto& v : lt_.scalars)
+      bits.push_back(v.bits);
+    return lt_.pattern;
+  }
+
   lowering_table& table_;
   kiln::shape shape_;
   std::span<const ir::expr_description> exprs_; // (the pass type's, static)
@@ -645,6 +714,13 @@ private:
   std::unique_ptr<bool[]> active_; // (empty span: every output)
   std::size_t n_active_;
   std::deque<kiln::layout> layouts_; // (stable addresses)
+  // Recorded launches: the storages they name, the kernel scalars' pattern at the capture.
+  std::shared_ptr<kiln::backend> keep_; // (outlives the record, which frees through it)
+  std::unique_ptr<launch_record> record_;
+  std::vector<const storage*> bound_;
+  std::vector<std::int16_t> pattern_;
+  std::vector<std::uint64_t> bits_;
+  ir::leaf_table lt_;
 };
 
 KILN_CORE_INLINE void
@@ -657,7 +733,9 @@ record_device_pass(plan_recording& r, lowering_table& table, std::span<const fla
     t.storage = r.use(t.storage, *t.layout, t.type, "assign");
   for (flat_leaf& l : reads)
     l.storage = r.use(l.storage, *l.layout, l.type, "assign");
-  r.add(std::make_unique<device_pass_step>(table, outs, shape, exprs, reads, scalars, active));
+  auto step = std::make_unique<device_pass_step>(table, outs, shape, exprs, reads, scalars, active);
+  step->capture(r, r.nested == 0);
+  r.add(std::move(step));
 }
 
 } // namespace kiln::detail

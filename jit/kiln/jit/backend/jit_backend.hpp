@@ -74,6 +74,19 @@ public:
   // loop_budget times); returns without waiting.
   virtual void launch(const kernel& k, std::span<const buffer_arg> buffers,
                       std::span<const std::byte> params, const launch_work& w) = 0;
+  // launch(), noted for a captured plan where a step is being captured on this thread
+  // (launch_list.hpp): every kernel family queues through here. `pass_scalars`: how many
+  // leading scalars of the kernel are the pass's, in its leaf table's order.
+  void queue(const kernel& k, std::span<const buffer_arg> buffers,
+             std::span<const std::byte> params, const launch_work& w,
+             std::uint32_t pass_scalars = 0);
+  // Memory a launch makes for itself and lets go once queued (a pass's stage temporaries, a
+  // reduction's partials): kept by a step's record while it is captured.
+  void* temp(std::size_t bytes);
+  void drop_temp(void* p) noexcept;
+  std::unique_ptr<launch_record> record_launches(void (*run)(void*), void* data,
+                                                 std::span<const storage* const> bound) override;
+  std::unique_ptr<launch_batch> make_batch() override;
   // Why a kernel using these dtypes cannot run here ("" if it can).
   virtual std::string cannot_run(const std::array<bool, 9>& dtypes_used) const = 0;
 

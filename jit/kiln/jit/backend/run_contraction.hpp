@@ -184,7 +184,7 @@ inline bool jit_backend::contract(const device_contraction& c) {
   std::vector<std::byte> params(kn->layout.bytes);
   kn->layout.pack(params.data(), plan.units, c.extents.data(), offsets.data(), strides, c.scalars,
                   extras);
-  launch(*kn, args, params, plan.work);
+  queue(*kn, args, params, plan.work, static_cast<std::uint32_t>(c.scalars.size()));
   return true;
 }
 

@@ -12,6 +12,7 @@
 //   3. parameters (sizes, strides, offsets, scalars) are packed and the stages queued.
 #include "kiln/executor.hpp"
 #include "kiln/jit/backend/jit_backend.hpp"
+#include "kiln/jit/backend/launch_list.hpp"
 #include "kiln/jit/pipeline/stages.hpp"
 #include "kiln/jit/tune/kernel_id.hpp"
 #include "kiln/jit/tune/launch_choice.hpp"
@@ -105,7 +106,7 @@ inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass&
   thread_local std::vector<void*> temps;
   temps.clear();
   for (dtype t : cp.plan->temps)
-    temps.push_back(be.allocate(static_cast<std::size_t>(n) * size_of(t)));
+    temps.push_back(be.temp(static_cast<std::size_t>(n) * size_of(t)));
   thread_local std::vector<buffer_arg> args;
   thread_local std::vector<std::int64_t> offsets;
   thread_local std::vector<std::array<std::int64_t, max_rank>> strides;
@@ -138,17 +139,18 @@ inline void launch_stages(jit_backend& be, compiled_pass& cp, const device_pass&
       const kernel& kn = *kernels[k];
       params.assign(kn.layout.bytes, std::byte{0});
       kn.layout.pack(params.data(), n, extents.data(), offsets.data(), strides, p.scalars);
-      be.launch(kn, args, params,
-                launch_work{shape.units(n), false, shape.cost(), cfg[tune::ew::groups]});
+      be.queue(kn, args, params,
+               launch_work{shape.units(n), false, shape.cost(), cfg[tune::ew::groups]},
+               static_cast<std::uint32_t>(p.scalars.size()));
     }
   } catch (...) {
     for (void* t : temps)
-      be.release(t);
+      be.drop_temp(t);
     throw;
   }
   // Released now, reused safely: later work on the in-order queue runs after these stages.
   for (void* t : temps)
-    be.release(t);
+    be.drop_temp(t);
 }
 
 } // namespace detail

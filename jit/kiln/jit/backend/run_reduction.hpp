@@ -168,17 +168,19 @@ inline void jit_backend::reduce(const device_reduction& r) {
   };
   if (stage != reduce_stage::partial) {
     bind_whole(r.out.handle());
-    launch(kn, args, params_of(kn, first_bits), plan.first);
+    queue(kn, args, params_of(kn, first_bits), plan.first,
+          static_cast<std::uint32_t>(r.scalars.size()));
     return;
   }
   // Two passes through partials, released once queued (the queue runs in order).
   std::vector<void*> partials;
   try {
     for (const dtype d : partial_dtypes(spec, lp.wide))
-      partials.push_back(allocate(static_cast<std::size_t>(plan.first.units) * size_of(d)));
+      partials.push_back(temp(static_cast<std::size_t>(plan.first.units) * size_of(d)));
     for (void* p : partials)
       bind_whole(p);
-    launch(kn, args, params_of(kn, first_bits), plan.first);
+    queue(kn, args, params_of(kn, first_bits), plan.first,
+          static_cast<std::uint32_t>(r.scalars.size()));
     const kernel& mk = *ks[1];
     args.clear();
     offsets.clear();
@@ -186,14 +188,14 @@ inline void jit_backend::reduce(const device_reduction& r) {
     for (void* p : partials)
       bind_whole(p);
     bind_whole(r.out.handle());
-    launch(mk, args, params_of(mk, merge_bits), plan.merge);
+    queue(mk, args, params_of(mk, merge_bits), plan.merge);
   } catch (...) {
     for (void* p : partials)
-      release(p);
+      drop_temp(p);
     throw;
   }
   for (void* p : partials)
-    release(p);
+    drop_temp(p);
 }
 
 } // namespace kiln::jit

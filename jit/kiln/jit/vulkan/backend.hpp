@@ -3,6 +3,7 @@
 // context.hpp, with GLSL from glsl.hpp compiled to SPIR-V by shaderc (shaderc.hpp) and
 // made into pipelines; src.hpp registers it as the provider of "vulkan:N".
 #include "kiln/jit/backend/device_backend.hpp"
+#include "kiln/jit/backend/launch_list.hpp"
 #include "kiln/jit/vulkan/context.hpp"
 #include "kiln/jit/vulkan/glsl_contract.hpp"
 #include "kiln/jit/vulkan/glsl_reduce.hpp"
@@ -39,6 +40,83 @@ inline std::string missing_feature(const device_features& f, const std::array<bo
 struct vulkan_kernel : kernel {
   vulkan_kernel(const kernel_ir& ir, param_layout l) : kernel(ir, std::move(l)) {}
   std::shared_ptr<pipeline> pipe;
+};
+
+// A captured plan's run of launches, queued as one pre-recorded command buffer: the last
+// few sets of launches (buffers, parameters, grids) are kept recorded, so a replay over the
+// same memory and scalars (or alternating between a few, as a ping-pong time loop does)
+// records nothing; anything else is recorded once more.
+class plan_batch final : public jit_batch {
+public:
+  plan_batch(jit_backend& be, std::shared_ptr<context> ctx) : jit_batch(be), ctx_(std::move(ctx)) {}
+  plan_batch(const plan_batch&) = delete;
+  plan_batch& operator=(const plan_batch&) = delete;
+  ~plan_batch() override {
+    for (variant& v : kept_)
+      ctx_->drop(std::move(v.commands));
+  }
+
+private:
+  struct variant {
+    std::vector<std::uint64_t> key;
+    context::recorded_commands commands;
+  };
+  static constexpr std::size_t keep = 4;
+
+  void flush() override {
+    key_.clear();
+    refs_.clear();
+    grids_.clear();
+    for (const pending& l : launches) {
+      const launch_grid g = be_.grid_for(*l.k, l.work);
+      grids_.emplace_back(static_cast<std::uint32_t>(g.x), static_cast<std::uint32_t>(g.y));
+      key_.push_back(
+          reinterpret_cast<std::uintptr_t>(static_cast<const vulkan_kernel&>(*l.k).pipe.get()));
+      key_.push_back(std::uint64_t{grids_.back().first} << 32 | grids_.back().second);
+      key_.push_back(std::uint64_t{l.nbuffers} << 32 | l.nparams);
+      for (std::uint32_t i = 0; i < l.nbuffers; ++i) {
+        const auto* b = static_cast<const block*>(buffers[l.buffers + i].handle);
+        refs_.push_back({b});
+        key_.push_back(reinterpret_cast<std::uintptr_t>(b->owner->buffer));
+        key_.push_back(b->offset);
+        key_.push_back(b->bytes);
+      }
+      const std::size_t at = key_.size();
+      key_.resize(at + (l.nparams + 7) / 8, 0);
+      std::memcpy(key_.data() + at, params.data() + l.params, l.nparams);
+    }
+    for (std::size_t i = 0; i < kept_.size(); ++i)
+      if (kept_[i].key == key_ && ctx_->current(kept_[i].commands)) {
+        std::rotate(kept_.begin(), kept_.begin() + std::ptrdiff_t(i),
+                    kept_.begin() + std::ptrdiff_t(i) + 1); // (most recent first)
+        ctx_->execute(kept_.front().commands);
+        return;
+      }
+    cmds_.clear();
+    for (std::size_t k = 0, r = 0; k < launches.size(); ++k) {
+      const pending& l = launches[k];
+      cmds_.push_back({static_cast<const vulkan_kernel&>(*l.k).pipe.get(),
+                       {refs_.data() + r, l.nbuffers},
+                       {params.data() + l.params, l.nparams},
+                       grids_[k].first,
+                       grids_[k].second});
+      r += l.nbuffers;
+    }
+    if (kept_.size() < keep) kept_.emplace_back();
+    std::rotate(kept_.begin(), kept_.end() - 1, kept_.end()); // the oldest, re-recorded
+    variant& v = kept_.front();
+    v.key.clear(); // (not a match while half-recorded)
+    ctx_->record_commands(v.commands, cmds_);
+    v.key = key_;
+    ctx_->execute(v.commands);
+  }
+
+  std::shared_ptr<context> ctx_;
+  std::vector<variant> kept_;
+  std::vector<std::uint64_t> key_;
+  std::vector<buffer_ref> refs_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> grids_;
+  std::vector<context::dispatch_cmd> cmds_;
 };
 
 class vulkan_backend final : public device_backend<vulkan_backend, context, block> {
@@ -105,6 +183,12 @@ public:
   bool device_timer() const override { return ctx_->has_timer(); }
   void timer_begin() override { ctx_->timer_begin(); }
   double timer_end_ns() override { return ctx_->timer_end_ns(); }
+
+  std::unique_ptr<launch_batch> make_batch() override {
+    return std::make_unique<plan_batch>(*this, ctx_);
+  }
+  // Pre-recorded command buffers executed, and recorded, so far (tests).
+  std::pair<std::uint64_t, std::uint64_t> prerecorded() const { return ctx_->prerecorded(); }
 
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
               std::span<const std::byte> params, const launch_work& w) override {

@@ -130,6 +130,7 @@ public:
     if (timer_pool_) fn_.vkDestroyQueryPool(device_, timer_pool_, nullptr);
     timer_pool_ = VK_NULL_HANDLE;
     timing_ = false;
+    dead_.clear(); // (the pool frees its command buffers)
     fn_.vkDestroyCommandPool(device_, pool_, nullptr);
     for (auto& c : chunks_)
       destroy_chunk(*c);
@@ -197,6 +198,7 @@ public:
                  list.end());
     auto dead = std::stable_partition(chunks_.begin(), chunks_.end(),
                                       [](const auto& c) { return c->live > 0; });
+    if (dead != chunks_.end()) ++generation_; // pre-recorded commands may name them
     for (auto it = dead; it != chunks_.end(); ++it) {
       stats_.reserved -= (*it)->size;
       destroy_chunk(**it);
@@ -360,36 +362,85 @@ public:
                 std::uint32_t groups_y = 1) {
     std::lock_guard lock(mutex_);
     require_open();
-    std::array<VkDescriptorBufferInfo, 64> infos;
-    std::array<VkWriteDescriptorSet, 64> writes;
-    const std::size_t nb = buffers.size() + (p.kl.param_buffer ? 1 : 0);
-    if (nb > infos.size()) throw error("vulkan", "too many buffers", std::to_string(nb));
     VkCommandBuffer cb = recording();
-    fn_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
-    for (std::size_t i = 0; i < buffers.size(); ++i)
-      infos[i] = {buffers[i].b->owner->buffer, buffers[i].b->offset, buffers[i].b->bytes};
-    if (p.kl.param_buffer) {
-      const VkDeviceSize size = round_up(std::max<std::size_t>(params.size(), 1));
-      block pb = take_block(size);
-      std::memcpy(pb.owner->mapped + pb.offset, params.data(), params.size());
-      pending_params_.push_back(pb);
-      infos[buffers.size()] = {pb.owner->buffer, pb.offset, pb.bytes};
-    }
-    for (std::size_t i = 0; i < nb; ++i) {
-      writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
-      writes[i].dstBinding = static_cast<std::uint32_t>(i);
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
-    }
-    fn_.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
-                                  static_cast<std::uint32_t>(nb), writes.data());
-    if (!p.kl.param_buffer && p.kl.push_bytes)
-      fn_.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                             static_cast<std::uint32_t>(params.size()), params.data());
-    fn_.vkCmdDispatch(cb, std::max<std::uint32_t>(groups_x, 1),
-                      std::max<std::uint32_t>(groups_y, 1), 1);
+    record_dispatch(cb, {&p, buffers, params, groups_x, groups_y}, pending_params_);
     after_command(cb);
+  }
+
+  // --- pre-recorded commands (a captured plan's launches, kiln/plan/): dispatches recorded
+  // once into a secondary command buffer, executed as one command each time they replay.
+  // Simultaneous use: a replay may execute it again before the last one finished.
+  struct dispatch_cmd {
+    const pipeline* p;
+    std::span<const buffer_ref> buffers;
+    std::span<const std::byte> params;
+    std::uint32_t groups_x, groups_y;
+  };
+  struct recorded_commands {
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    std::uint64_t used = 0;       // the epoch of the last submission executing it
+    std::uint64_t generation = 0; // of the memory it names (empty_cache destroys chunks)
+    std::vector<block> params;    // parameter blocks it reads
+  };
+  // Whether rc may be executed: recorded, and naming no memory freed since.
+  bool current(const recorded_commands& rc) const {
+    std::lock_guard lock(mutex_);
+    return rc.cb != VK_NULL_HANDLE && rc.generation == generation_ && device_;
+  }
+  // (Re-)records rc with `cmds`, a barrier after each; its old buffer is reused where no
+  // pending work executes it, else let go once that work has finished.
+  void record_commands(recorded_commands& rc, std::span<const dispatch_cmd> cmds) {
+    std::lock_guard lock(mutex_);
+    require_open();
+    if (rc.cb && rc.used > completed_) retire(false);
+    if (rc.cb && rc.used > completed_) {
+      let_go(std::move(rc));
+      rc = recorded_commands{};
+    }
+    for (const block& b : rc.params)
+      param_free_[b.bytes].push_back(b);
+    rc.params.clear();
+    if (!rc.cb) {
+      auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+      ai.commandPool = pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_SECONDARY;
+      ai.commandBufferCount = 1;
+      check(fn_.vkAllocateCommandBuffers(device_, &ai, &rc.cb), "vkAllocateCommandBuffers");
+    }
+    rc.generation = generation_;
+    auto inherit =
+        make<VkCommandBufferInheritanceInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO);
+    auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    bi.flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT;
+    bi.pInheritanceInfo = &inherit;
+    check(fn_.vkBeginCommandBuffer(rc.cb, &bi), "vkBeginCommandBuffer");
+    for (const dispatch_cmd& c : cmds) {
+      record_dispatch(rc.cb, c, rc.params);
+      barrier(rc.cb);
+    }
+    check(fn_.vkEndCommandBuffer(rc.cb), "vkEndCommandBuffer");
+    ++prerecorded_;
+  }
+  // Queues rc (current()) as one command.
+  void execute(recorded_commands& rc) {
+    std::lock_guard lock(mutex_);
+    require_open();
+    VkCommandBuffer cb = recording();
+    fn_.vkCmdExecuteCommands(cb, 1, &rc.cb);
+    rc.used = submitted_ + 1; // (the command buffer being recorded is submitted next)
+    ++executed_;
+    after_command(cb);
+  }
+  // Frees rc once no pending work executes it.
+  void drop(recorded_commands&& rc) noexcept {
+    std::lock_guard lock(mutex_);
+    if (!device_ || !rc.cb) return; // shut down: the pool freed it
+    let_go(std::move(rc));
+  }
+  // Pre-recorded command buffers executed, and recorded, so far (tests).
+  std::pair<std::uint64_t, std::uint64_t> prerecorded() const {
+    std::lock_guard lock(mutex_);
+    return {executed_, prerecorded_};
   }
 
 private:
@@ -579,8 +630,63 @@ private:
     }
     return current_cb_.cb;
   }
+  // One dispatch into cb; a parameter block it needs is added to `params` (freed when the
+  // work that reads it has finished).
+  void record_dispatch(VkCommandBuffer cb, const dispatch_cmd& c, std::vector<block>& params) {
+    const pipeline& p = *c.p;
+    std::array<VkDescriptorBufferInfo, 64> infos;
+    std::array<VkWriteDescriptorSet, 64> writes;
+    const std::size_t nb = c.buffers.size() + (p.kl.param_buffer ? 1 : 0);
+    if (nb > infos.size()) throw error("vulkan", "too many buffers", std::to_string(nb));
+    fn_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
+    for (std::size_t i = 0; i < c.buffers.size(); ++i)
+      infos[i] = {c.buffers[i].b->owner->buffer, c.buffers[i].b->offset, c.buffers[i].b->bytes};
+    if (p.kl.param_buffer) {
+      const VkDeviceSize size = round_up(std::max<std::size_t>(c.params.size(), 1));
+      block pb = take_block(size);
+      std::memcpy(pb.owner->mapped + pb.offset, c.params.data(), c.params.size());
+      params.push_back(pb);
+      infos[c.buffers.size()] = {pb.owner->buffer, pb.offset, pb.bytes};
+    }
+    for (std::size_t i = 0; i < nb; ++i) {
+      writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+      writes[i].dstBinding = static_cast<std::uint32_t>(i);
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    fn_.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
+                                  static_cast<std::uint32_t>(nb), writes.data());
+    if (!p.kl.param_buffer && p.kl.push_bytes)
+      fn_.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                             static_cast<std::uint32_t>(c.params.size()), c.params.data());
+    fn_.vkCmdDispatch(cb, std::max<std::uint32_t>(c.groups_x, 1),
+                      std::max<std::uint32_t>(c.groups_y, 1), 1);
+  }
+  // A pre-recorded buffer no longer wanted: freed (with its parameter blocks) once the work
+  // that executes it has finished.
+  void let_go(recorded_commands&& rc) {
+    dead_.push_back(std::move(rc));
+    free_dead();
+  }
+  void free_dead() {
+    for (std::size_t i = 0; i < dead_.size();)
+      if (dead_[i].used <= completed_) {
+        fn_.vkFreeCommandBuffers(device_, pool_, 1, &dead_[i].cb);
+        for (const block& b : dead_[i].params)
+          param_free_[b.bytes].push_back(b);
+        dead_[i] = std::move(dead_.back());
+        dead_.pop_back();
+      } else {
+        ++i;
+      }
+  }
   // A barrier after every command: the next one sees its writes (in-order semantics).
   void after_command(VkCommandBuffer cb) {
+    barrier(cb);
+    if (++recorded_ >= 64) submit();
+  }
+  void barrier(VkCommandBuffer cb) {
     auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -591,7 +697,6 @@ private:
                              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
                                  VK_PIPELINE_STAGE_HOST_BIT,
                              0, 1, &mb, 0, nullptr, 0, nullptr);
-    if (++recorded_ >= 64) submit();
   }
   void submit() {
     if (!begun_) return;
@@ -627,6 +732,7 @@ private:
       spare_.push_back(std::move(s));
       inflight_.pop_front();
     }
+    if (!dead_.empty()) free_dead();
   }
   void wait_for(std::uint64_t epoch) {
     if (epoch > submitted_) submit();
@@ -657,6 +763,8 @@ private:
   std::vector<block> pending_params_;
   std::deque<submission> inflight_;
   std::vector<submission> spare_;
+  std::vector<recorded_commands> dead_; // pre-recorded, let go, maybe still executing
+  std::uint64_t generation_ = 0, executed_ = 0, prerecorded_ = 0;
   std::uint32_t recorded_ = 0; // commands in the command buffer being recorded
   bool begun_ = false;         // a command buffer is being recorded
   std::uint64_t submitted_ = 0, completed_ = 0;

@@ -60,6 +60,8 @@ namespace kiln::jit::vk {
   X(vkDestroyCommandPool)                                                                          \
   X(vkAllocateCommandBuffers)                                                                      \
   X(vkResetCommandBuffer)                                                                          \
+  X(vkFreeCommandBuffers)                                                                          \
+  X(vkCmdExecuteCommands)                                                                          \
   X(vkBeginCommandBuffer)                                                                          \
   X(vkEndCommandBuffer)                                                                            \
   X(vkCmdBindPipeline)                                                                             \
