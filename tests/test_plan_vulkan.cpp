@@ -227,3 +227,53 @@ TEST_CASE("plan on vulkan: a step's kernels replay as one pre-recorded command b
   body(r, a, b, kiln::param<float>(0.25f));
   CHECK(same_bits(o2, r));
 }
+
+TEST_CASE("plan on vulkan: reductions replay from their recorded launches", "[plan][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  // Row sums and a mean over every element (large: partials and a second pass), their
+  // operands scaled by a parameter, and a pass reading both.
+  const auto body = [](tensor<float>& y, tensor<float>& rows, const tensor<float>& x,
+                       kiln::param<float> s) {
+    rows = kiln::sum(x * s, 1);
+    y = x - kiln::mean(x * x + s) + kiln::max(x * s, 0);
+  };
+  auto plan = kiln::capture(body, {.name = "reductions"});
+  const std::int64_t m = test::draw(600, 900), n = test::draw(700, 1100);
+  const tensor<float> x = plan_test::drawn<float>({m, n}).to(*dev);
+  tensor<float> y = kiln::zeros<float>({m, n}, *dev), rows = kiln::zeros<float>({m}, *dev);
+  tensor<float> yr = y.clone(), rr = rows.clone();
+  std::uint64_t recorded_at_fixed = 0;
+  for (int i = 0; i < 8; ++i) {
+    const float s = i < 4 ? 0.5f : test::uniform<float>(1, -1, 1)[0];
+    const auto before = prerecorded(*dev);
+    plan(y, rows, x, s);
+    const auto after = prerecorded(*dev);
+    body(yr, rr, x, kiln::param<float>(s));
+    REQUIRE(same_bits(y, yr));
+    REQUIRE(same_bits(rows, rr));
+    if (i > 0) CHECK(after.first - before.first == 1); // the whole step, one command buffer
+    if (i >= 2 && i < 4) recorded_at_fixed += after.second - before.second;
+  }
+  CHECK(recorded_at_fixed == 0);
+  // A training step (gradient reductions, an optimizer's update) replays as one too.
+  const std::int64_t rows_n = 300, d = 5;
+  const auto X = plan_test::drawn<float>({rows_n, d}).to(*dev);
+  const auto Y = kiln::cast<float>(kiln::sum(X, 1) > 0.0f).eval();
+  tensor<float> w = kiln::zeros<float>({d}, *dev), b = kiln::zeros<float>(kiln::shape{}, *dev);
+  const auto z = kiln::sum(X * w, 1) + b;
+  const auto loss = kiln::mean(kiln::softplus(z) - Y * z);
+  auto [dw, db] = kiln::grad(loss, w, b);
+  kiln::optim::adam<float> opt({w, b}, {.lr = 0.05});
+  auto step = kiln::capture(
+      [&, &dw = dw, &db = db](const tensor<float>&, const tensor<float>&) { opt.step(dw, db); },
+      {.name = "training step"});
+  step(X, Y);
+  const auto before = prerecorded(*dev);
+  for (int i = 0; i < 5; ++i)
+    step(X, Y);
+  const auto after = prerecorded(*dev);
+  INFO("steps " << step.steps() << ", command buffers executed " << after.first - before.first
+                << " in 5 replays");
+  CHECK(after.first - before.first == 5);
+}

@@ -5,6 +5,7 @@
 // it is computed first and the rest is fused as usual. Each reduction is defined in one
 // file of reductions/ (define.hpp says what a definition holds); this file is the host
 // executor's loop over any of them, and the hand-over to a device's.
+#include "kiln/ir/lower.hpp"
 #include "kiln/reductions/arg_extremum.hpp"
 #include "kiln/reductions/boolean.hpp"
 #include "kiln/reductions/count_nonzero.hpp"
@@ -215,7 +216,44 @@ struct reduction_replay {
       run_reduction<R>(d.out, d.e, d.mask, d.params);
   }
   static void drop(void* p) { delete static_cast<reduction_replay*>(p); }
+  // On a device: the memory it names (the result first, then the operand's leaves) and the
+  // operand's kernel scalars as the reduction's leaf table has them; whether any of them is
+  // a plan parameter.
+  static bool leaves(void* p, std::vector<const storage*>& bound, ir::leaf_table& lt) {
+    auto& d = *static_cast<reduction_replay*>(p);
+    refresh_parameters(d.e);
+    const flat_pass<E> flat(d.e);
+    bound.assign(1, d.out.storage().get());
+    bool parameters = false;
+    for (const flat_leaf& l : flat.leaf_span())
+      bound.push_back(l.storage);
+    for (const flat_scalar& x : flat.scalar_span())
+      parameters = parameters || x.source != nullptr;
+    lt.clear();
+    std::span<const flat_leaf> l = flat.leaf_span();
+    std::span<const flat_scalar> sc = flat.scalar_span();
+    lt.add(ir::described<E>, l, sc);
+    return parameters;
+  }
 };
+
+// On a device, recorded and run (its launches recorded where the executor can).
+template <class R, class E>
+void record_device_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
+                             const std::array<bool, max_rank>& mask,
+                             std::span<const double> params) {
+  plan_recording& r = *recording_now();
+  using D = reduction_replay<R, E>;
+  D* d = new D{out, e, mask, {params.begin(), params.end()}};
+  try {
+    adopt_leaves(d->out, r, R::name);
+    adopt_leaves(d->e, r, R::name);
+  } catch (...) {
+    delete d;
+    throw;
+  }
+  record_device_step(r, d, {&D::run, &D::drop, &D::leaves});
+}
 
 template <class R, class E>
 void record_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
@@ -255,12 +293,8 @@ KILN_STATEMENT auto materialize(const reduce_node<R, E>& n) {
     }
   } else {
     detail::check_devices(inner, where, R::name);
-    if (detail::plan_recording* r = detail::recording_now()) [[unlikely]] {
-      { // What it runs on the way (a hand-written kernel's operand) is part of this step.
-        const detail::nested_recording nested(*r);
-        detail::device_reduce<R>(out, inner, m, n.params());
-      }
-      detail::record_reduction<R>(out, inner, m, n.params());
+    if (detail::recording_now() != nullptr) [[unlikely]] {
+      detail::record_device_reduction<R>(out, inner, m, n.params());
     } else {
       detail::device_reduce<R>(out, inner, m, n.params());
     }

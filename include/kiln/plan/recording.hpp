@@ -30,7 +30,8 @@ class launch_batch;
 } // namespace kiln
 namespace kiln::ir {
 struct expr_description;
-}
+struct leaf_table;
+} // namespace kiln::ir
 
 namespace kiln::detail {
 
@@ -167,6 +168,17 @@ record_device_pass(plan_recording& r, lowering_table& table, std::span<const fla
                    const kiln::shape& shape, std::span<const ir::expr_description> exprs,
                    std::span<const flat_leaf> leaves, std::span<const flat_scalar> scalars,
                    std::span<const bool> active);
+
+// A device step a typed statement holds (a reduction: reduce.hpp's reduction_replay): run
+// runs it, drop deletes it, leaves lists the memory it names and its kernel scalars (a leaf
+// table) and says whether a parameter is among them. record_device_step takes `data` and
+// runs it once, what it runs on the way (a hand-written kernel's operand) part of it.
+struct device_step_hooks {
+  void (*run)(void*);
+  void (*drop)(void*);
+  bool (*leaves)(void*, std::vector<const storage*>&, ir::leaf_table&);
+};
+KILN_CORE_INLINE void record_device_step(plan_recording& r, void* data, device_step_hooks hooks);
 
 // A plan parameter's current value in a tree a step holds (a reduction's operand).
 template <class T>

@@ -738,4 +738,59 @@ record_device_pass(plan_recording& r, lowering_table& table, std::span<const fla
   r.add(std::move(step));
 }
 
+// A typed device step (a reduction), its launches recorded at the capture where the
+// executor can: a replay appends them, the operand's kernel scalars renewed.
+class device_step final : public plan_step {
+public:
+  device_step(void* data, device_step_hooks hooks) noexcept : data_(data), hooks_(hooks) {}
+  device_step(const device_step&) = delete;
+  device_step& operator=(const device_step&) = delete;
+  ~device_step() override {
+    record_.reset(); // (before the memory and the backend it frees through)
+    hooks_.drop(data_);
+  }
+  void capture(plan_recording& r, bool kept) {
+    parameters_ = hooks_.leaves(data_, bound_, lt_);
+    if (!kept) return hooks_.run(data_);
+    pattern_ = lt_.pattern;
+    device_executor& ex = executor_of(*bound_[0], "reduce");
+    keep_ = bound_[0]->shared_backend();
+    // What it runs on the way (a hand-written kernel's operand) is part of this step.
+    const nested_recording nested(r);
+    record_ = ex.record_launches(hooks_.run, data_, bound_);
+    if (record_) batch = r.batch_for(ex);
+    if (!batch) record_.reset();
+  }
+  void run() override {
+    if (!record_) return hooks_.run(data_);
+    if (!parameters_) return record_->replay(*batch, bound_, {});
+    hooks_.leaves(data_, bound_, lt_);
+    if (lt_.pattern != pattern_) {
+      batch->finish();
+      return hooks_.run(data_);
+    }
+    bits_.clear();
+    for (const auto& v : lt_.scalars)
+      bits_.push_back(v.bits);
+    record_->replay(*batch, bound_, bits_);
+  }
+
+private:
+  void* data_;
+  device_step_hooks hooks_;
+  bool parameters_ = false;
+  std::shared_ptr<kiln::backend> keep_;
+  std::unique_ptr<launch_record> record_;
+  std::vector<const storage*> bound_;
+  std::vector<std::int16_t> pattern_;
+  std::vector<std::uint64_t> bits_;
+  ir::leaf_table lt_;
+};
+
+KILN_CORE_INLINE void record_device_step(plan_recording& r, void* data, device_step_hooks hooks) {
+  auto step = std::make_unique<device_step>(data, hooks);
+  step->capture(r, r.nested == 0);
+  r.add(std::move(step));
+}
+
 } // namespace kiln::detail
