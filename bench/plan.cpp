@@ -12,7 +12,8 @@
 //      logistic loss, d = 16) at n = 64 and 8000 rows, captured against uncaptured;
 //   6. on vulkan:0 (where there is one): host time per step of 1, 5 and 20 kernels
 //      (`z_k = a * b + c * s` at 4096 f32 each), captured against uncaptured: the time of the
-//      call (the launches queued; the device's work is waited for after it, untimed).
+//      call (the launches queued; the device's work is waited for after it, untimed); and
+//      section 5's training step in f32 on the device: the call, and the whole step.
 //
 // Method: contenders alternate round by round; each figure is the median over the rounds
 // (with the interquartile range). Every captured result is checked equal, bit for bit, to
@@ -350,6 +351,59 @@ void vulkan(int rounds) {
                                       [&] { return host_us(uncaptured); }});
     std::printf("%4d %10.2f %10.2f %9.2fx\n", k, f[0].median, f[1].median,
                 f[1].median / f[0].median);
+  }
+  // The training step of section 5 (f32) on the device: host time of the call, and the
+  // whole step (the call and the wait for the device).
+  std::printf("\n   %s: logistic regression (Adam, d = 16, f32), us per step\n", dev.str().c_str());
+  std::printf("%6s %10s %10s %9s %10s %10s %9s\n", "n", "call capt", "call unc", "unc/capt",
+              "step capt", "step unc", "unc/capt");
+  for (const std::int64_t n : {64, 8000}) {
+    const std::int64_t d = 16;
+    const auto X = kiln::random::normal<float>({n, d}, 8, 0, 1, dev);
+    const auto Y = kiln::cast<float>(kiln::sum(X, 1) > 0.0f).eval();
+    struct model {
+      tensor<float> w, b;
+    };
+    model m{kiln::zeros<float>({16}, dev), kiln::zeros<float>(kiln::shape{}, dev)};
+    model mr{m.w.clone(), m.b.clone()};
+    const auto loss_of = [&](const model& m) {
+      const auto z = kiln::sum(X * m.w, 1) + m.b;
+      return kiln::mean(kiln::softplus(z) - Y * z);
+    };
+    const auto loss = loss_of(m), loss_r = loss_of(mr);
+    auto [dw, db] = kiln::grad(loss, m.w, m.b);
+    auto [dwr, dbr] = kiln::grad(loss_r, mr.w, mr.b);
+    kiln::optim::adam<float> opt({m.w, m.b}, {.lr = 0.05}), opt_r({mr.w, mr.b}, {.lr = 0.05});
+    auto plan = kiln::capture(
+        [&, &dw = dw, &db = db](const tensor<float>&, const tensor<float>&) { opt.step(dw, db); },
+        {.name = "device training step"});
+    for (int i = 0; i < 3; ++i) {
+      plan(X, Y);
+      opt_r.step(dwr, dbr);
+    }
+    kiln::synchronize(dev);
+    require(same_bits(m.w, mr.w) && same_bits(m.b, mr.b), "device training step");
+    const int calls = n == 64 ? 200 : 50;
+    const auto timed = [&](auto&& step, bool whole) {
+      double t = 0;
+      for (int i = 0; i < calls; ++i) {
+        const auto t0 = clk::now();
+        step();
+        if (whole) kiln::synchronize(dev);
+        t += std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+        if (!whole) kiln::synchronize(dev);
+      }
+      return t / calls;
+    };
+    const auto captured = [&] { plan(X, Y); };
+    const auto uncaptured = [&] { opt_r.step(dwr, dbr); };
+    const auto f = alternate(rounds, {[&] { return timed(captured, false); },
+                                      [&] { return timed(uncaptured, false); },
+                                      [&] { return timed(captured, true); },
+                                      [&] { return timed(uncaptured, true); }});
+    std::printf("%6lld %10.1f %10.1f %8.2fx %10.1f %10.1f %8.2fx\n", (long long)n, f[0].median,
+                f[1].median, f[1].median / f[0].median, f[2].median, f[3].median,
+                f[3].median / f[2].median);
   }
 }
 
