@@ -94,4 +94,36 @@ inline void check_arena_reuse(const kiln::device& dev) {
   kiln::empty_cache(dev);
 }
 
+// A captured plan on the device: its passes' and reductions' launches recorded at the
+// capture and replayed (the device's batch issues them), bit for bit what the statements
+// compute as written, with the arguments' roles traded between calls and a parameter that
+// changes (a stage split's temporaries kept by the plan: more views than a kernel binds).
+inline void check_plan_replay(const kiln::device& dev) {
+  using kiln::tensor;
+  const auto body = [](tensor<float>& y, tensor<float>& rows, const tensor<float>& x,
+                       const tensor<float>& w, kiln::param<float> s) {
+    rows = kiln::sum(x * s, 1);
+    y = x * w + s;
+    y = kiln::exp(-y * y) + kiln::mean(x * w);
+  };
+  auto plan = kiln::capture(body, {.name = "device plan"});
+  const std::int64_t m = test::draw(3, 40), n = test::draw(2, 300);
+  const auto draw = [&](std::int64_t seed) {
+    return kiln::random::uniform<float>({m, n}, std::uint64_t(seed), -1, 1, dev);
+  };
+  const tensor<float> a = draw(test::draw(1, 1000)), b = draw(test::draw(1, 1000));
+  tensor<float> y = kiln::zeros<float>({m, n}, dev), rows = kiln::zeros<float>({m}, dev);
+  tensor<float> yr = y.clone(), rr = rows.clone();
+  for (int i = 0; i < 6; ++i) {
+    const float s = i < 3 ? 0.5f : test::uniform<float>(1, -2, 2)[0];
+    const tensor<float>& x = i % 2 ? a : b;
+    const tensor<float>& w = i % 2 ? b : a;
+    plan(y, rows, x, w, s);
+    body(yr, rr, x, w, kiln::param<float>(s));
+    REQUIRE(y.to_vector() == yr.to_vector());
+    REQUIRE(rows.to_vector() == rr.to_vector());
+  }
+  CHECK(plan.steps() >= 3);
+}
+
 } // namespace device_test

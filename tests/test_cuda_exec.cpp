@@ -232,3 +232,7 @@ TEST_CASE("cuda: memory_stats counts the blocks kept after a free, empty_cache g
                     Catch::Contains("cuMemAllocAsync of 50331648 bytes failed"));
   CHECK(b.to_vector() == v); // b untouched
 }
+
+TEST_CASE("cuda: a captured plan replays its recorded launches, bit for bit", "[cuda]") {
+  if (const kiln::device* dev = cuda_or_skip()) device_test::check_plan_replay(*dev);
+}

@@ -248,3 +248,7 @@ TEST_CASE("metal: a Metal framework that does not load says why", "[metal]") {
   CHECK(l.why_not.find("cannot be loaded") != std::string::npos);
   CHECK(l.why_not.find("/nonexistent/libMetal-stand-in.so") != std::string::npos);
 }
+
+TEST_CASE("metal: a captured plan replays its recorded launches, bit for bit", "[metal]") {
+  if (const kiln::device* dev = metal_or_skip()) device_test::check_plan_replay(*dev);
+}
