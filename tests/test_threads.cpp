@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -126,6 +127,69 @@ TEST_CASE("a helper asleep after a pause is woken by the next pass", "[threads]"
     INFO("pass " << pass);
     REQUIRE(on_helper.load() >= 1); // (2 where the helper came before the caller's first)
   }
+}
+
+TEST_CASE("a pass too short for a sleeping helper to join runs on the caller alone", "[threads]") {
+  // Interleaved with other work (a pause longer than a helper's spin before each), a pass
+  // that takes less than twice the wake-up the pool measured runs on its caller and wakes
+  // no one; a long one wakes the helper; passes back to back wake it (it then spins).
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("skipped: one hardware thread, no helper to wake");
+    return;
+  }
+  auto& pool = kiln::thread_pool::instance();
+  kiln::set_num_threads(2);
+  const auto heavy = [](const kiln::tensor<float>& x) {
+    return kiln::exp(-x * 0.1f) * kiln::sqrt(x) + kiln::log(x) * kiln::sin(x);
+  };
+  const auto check = [&](const kiln::tensor<float>& got, const kiln::tensor<float>& x) {
+    const auto g = got.to_vector(), xv = x.to_vector();
+    for (std::size_t i = 0; i < xv.size(); i += 97) {
+      const double v = xv[i];
+      const double want = std::exp(-v * 0.1) * std::sqrt(v) + std::log(v) * std::sin(v);
+      REQUIRE(std::abs(g[i] - want) <= 1e-5 * (1 + std::abs(want)));
+    }
+  };
+  const auto big = kiln::random::uniform<float>({1 << 22}, Catch::rngSeed(), 0.5, 2);
+  kiln::tensor<float> rb = kiln::zeros<float>({1 << 22});
+  for (int i = 0; i < 3; ++i) { // a long pass after a pause: woken (and the pool learns)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto passes = pool.parallel_passes();
+    rb = heavy(big);
+    CHECK(pool.parallel_passes() == passes + 1);
+  }
+  check(rb, big);
+  REQUIRE(pool.wake_ns() > 0);
+  REQUIRE(pool.ns_per_work() > 0);
+  // A pass of two tasks (parallel_for with its work stated, as a host pass states its
+  // elements times its kernel's cost) whose estimate, from what the pool learnt, is a
+  // quarter of the wake-up: after a pause, the caller runs both tasks.
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> on_helper{0};
+  const auto task = [&](int) {
+    if (std::this_thread::get_id() != caller) on_helper.fetch_add(1);
+  };
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const double work = 0.25 * pool.wake_ns() / pool.ns_per_work();
+    const auto passes = pool.parallel_passes();
+    pool.parallel_for(2, task, 0, work);
+    CHECK(pool.parallel_passes() == passes);
+  }
+  CHECK(on_helper.load() == 0);
+  // The same right after another pass (back to back, its helper still spinning or just
+  // asleep): woken, so that it spins through the passes that follow.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double work = 0.25 * pool.wake_ns() / pool.ns_per_work();
+  pool.parallel_for(2, task, 0, work);
+  const auto passes = pool.parallel_passes();
+  pool.parallel_for(2, task, 0, work);
+  CHECK(pool.parallel_passes() == passes + 1);
+  // A long pass after a pause (its estimate 8 wake-ups): woken.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto before = pool.parallel_passes();
+  pool.parallel_for(2, task, 0, 8 * pool.wake_ns() / pool.ns_per_work());
+  CHECK(pool.parallel_passes() == before + 1);
 }
 
 TEST_CASE("results do not depend on the thread count", "[threads]") {

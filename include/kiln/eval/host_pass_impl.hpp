@@ -434,7 +434,7 @@ KILN_CORE_INLINE void run_host_pass(const host_kernel_ref& k, std::span<const ho
   if (tasks <= 1)
     body(0);
   else
-    thread_pool::instance().parallel_for(tasks, body, threads);
+    thread_pool::instance().parallel_for(tasks, body, threads, double(total) * double(k.cost));
 }
 
 } // namespace kiln::detail

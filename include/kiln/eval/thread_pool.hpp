@@ -28,9 +28,13 @@ public:
 
   // Runs fn(task) for task in [0, tasks), spread over the active threads (at most
   // max_threads of them where that is given: a tuned pass). Only the one-thread case is
-  // compiled for each F; the rest is compiled once (kiln/linkage.hpp).
+  // compiled for each F; the rest is compiled once (kiln/linkage.hpp). `work` (> 0: the
+  // work of all tasks in any unit the caller keeps to, a host pass's elements times its
+  // kernel's cost) lets the pool run the tasks on the calling thread alone where helpers
+  // are asleep and the work would be done before a woken one could take part (both times
+  // learnt from earlier passes).
   template <class F>
-  void parallel_for(int tasks, F&& fn, int max_threads = 0) {
+  void parallel_for(int tasks, F&& fn, int max_threads = 0, double work = 0) {
     const int n = std::min({tasks, threads(), max_threads > 0 ? max_threads : tasks});
     if (n <= 1) {
       for (int t = 0; t < tasks; ++t)
@@ -40,7 +44,7 @@ public:
     using Fn = std::remove_reference_t<F>;
     run(
         tasks, n, [](const void* f, int t) { (*static_cast<Fn*>(const_cast<void*>(f)))(t); },
-        std::addressof(fn));
+        std::addressof(fn), work);
   }
 
   KILN_CORE_INLINE ~thread_pool();
@@ -51,6 +55,10 @@ public:
 
   // Passes that woke workers since start (small passes run on the caller and don't count).
   KILN_CORE_INLINE std::uint64_t parallel_passes() const noexcept;
+  // What the pool learnt: nanoseconds from waking a sleeping helper to its taking part, and
+  // per unit of work (parallel_for's `work`) on the calling thread; 0 before any such pass.
+  KILN_CORE_INLINE double wake_ns() const noexcept;
+  KILN_CORE_INLINE double ns_per_work() const noexcept;
 
   // KILN_NUM_THREADS (an integer in [1, 1024]; anything else is a kiln::error naming it),
   // else the hardware's thread count.
@@ -67,7 +75,7 @@ private:
   struct state;
   KILN_CORE_INLINE explicit thread_pool(int n);
   // parallel_for's body: `tasks` calls of call(fn, t) over n > 1 threads.
-  KILN_CORE_INLINE void run(int tasks, int n, job call, const void* fn);
+  KILN_CORE_INLINE void run(int tasks, int n, job call, const void* fn, double work);
 
   std::atomic<int> active_;
   std::unique_ptr<state> s_;
