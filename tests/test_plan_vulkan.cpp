@@ -277,3 +277,34 @@ TEST_CASE("plan on vulkan: reductions replay from their recorded launches", "[pl
                 << " in 5 replays");
   CHECK(after.first - before.first == 5);
 }
+
+TEST_CASE("plan on vulkan: a product and its consumer replay on the device", "[plan][vulkan]") {
+  const kiln::device* dev = vulkan_or_skip();
+  if (!dev) return;
+  const std::int64_t n = test::draw(20, 90), k = test::draw(5, 40), m = test::draw(3, 30);
+  const auto xh = plan_test::drawn<float>({n, k}), wh = plan_test::drawn<float>({k, m}),
+             bh = plan_test::drawn<float>({m});
+  const auto x = xh.to(*dev), w = wh.to(*dev), b = bh.to(*dev);
+  tensor<float> y = kiln::zeros<float>({n, m}, *dev);
+  auto layer = kiln::capture([](tensor<float>& y, const tensor<float>& x, const tensor<float>& w,
+                                const tensor<float>& b) { y = kiln::relu(kiln::matmul(x, w) + b); },
+                             {.name = "device layer"});
+  const auto xv = xh.to_vector(), wv = wh.to_vector(), bv = bh.to_vector();
+  for (int i = 0; i < 4; ++i) {
+    const auto before = prerecorded(*dev);
+    layer(y, x, w, b);
+    const auto after = prerecorded(*dev);
+    if (i > 0) CHECK(after.first - before.first == 1); // the product and the pass, one buffer
+    const auto yv = y.to_vector();
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < m; ++c) {
+        double acc = 0, mag = 0;
+        for (std::int64_t q = 0; q < k; ++q) {
+          acc += double(xv[std::size_t(r * k + q)]) * wv[std::size_t(q * m + c)];
+          mag += std::abs(double(xv[std::size_t(r * k + q)]) * wv[std::size_t(q * m + c)]);
+        }
+        const double want = std::max(0.0, acc + bv[std::size_t(c)]);
+        REQUIRE(std::abs(yv[std::size_t(r * m + c)] - want) <= 1e-5 * (mag + 1));
+      }
+  }
+}

@@ -98,7 +98,9 @@ KILN_CORE_INLINE std::int64_t split_k_chunk(std::int64_t parts, std::int64_t bat
 template <class R, class A, class B>
 bool device_contract(const tensor<R>& out, const A& a, const B& b, const contraction& c,
                      const device_epilogue* epilogue = nullptr, lowering_table* table = nullptr) {
-  refuse_if_capturing("matmul", "device statements are not captured yet");
+  if (epilogue != nullptr && recording_now() != nullptr) // (plans run products unfused)
+    throw error("plan", "internal: a device product fused with its consumer while capturing",
+                "matmul of result shape " + out.shape().str());
   if constexpr (!plain_tree<A> || !plain_tree<B>) {
     return false;
   } else {
@@ -135,7 +137,56 @@ bool device_contract(const tensor<R>& out, const A& a, const B& b, const contrac
 }
 
 template <class R, class A, class B>
+void device_matmul_run(const tensor<R>& out, const A& a, const B& b, const contraction& c);
+
+// A device product in a captured plan (plan/): a device step (its launches recorded where
+// they can be), its operand trees over the plan's memory.
+template <class R, class A, class B>
+struct device_product_replay {
+  tensor<R> out;
+  A a;
+  B b;
+  contraction c;
+  static void run(void* p) {
+    auto& d = *static_cast<device_product_replay*>(p);
+    refresh_parameters(d.a);
+    refresh_parameters(d.b);
+    device_matmul_run(d.out, d.a, d.b, d.c);
+  }
+  static void drop(void* p) { delete static_cast<device_product_replay*>(p); }
+  static bool leaves(void* p, std::vector<const storage*>& bound, ir::leaf_table&) {
+    auto& d = *static_cast<device_product_replay*>(p);
+    const flat_pass<A, B> flat(d.a, d.b);
+    bound.assign(1, d.out.storage().get());
+    for (const flat_leaf& l : flat.leaf_span())
+      bound.push_back(l.storage);
+    bool parameters = false;
+    for (const flat_scalar& x : flat.scalar_span())
+      parameters = parameters || x.source != nullptr;
+    return parameters;
+  }
+};
+
+template <class R, class A, class B>
 void device_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
+  if (plan_recording* r = recording_now()) [[unlikely]] {
+    using D = device_product_replay<R, A, B>;
+    D* d = new D{out, a, b, c};
+    try {
+      adopt_leaves(d->out, *r, "matmul");
+      adopt_leaves(d->a, *r, "matmul");
+      adopt_leaves(d->b, *r, "matmul");
+    } catch (...) {
+      delete d;
+      throw;
+    }
+    return record_device_step(*r, d, {&D::run, &D::drop, &D::leaves, false});
+  }
+  device_matmul_run(out, a, b, c);
+}
+
+template <class R, class A, class B>
+void device_matmul_run(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
   if (device_contract(out, a, b, c)) return;
   using Acc = matmul_acc_t<R>;
   const tensor<value_t<A>> ta = evaluate(a);

@@ -419,7 +419,10 @@ void run_with_products(product_context& ctx, std::size_t first, const Tup& outs,
   const kiln::shape& s = std::get<0>(outs).dst.shape();
   const bool on_host = std::get<0>(outs).dst.device().is_host();
   deferred_product* fused = nullptr;
-  if (device_only == nullptr && ((std::get<I>(outs).dst.shape() == s) && ...)) {
+  // (While a plan is captured, products run unfused: a plan records the product and its
+  // consumer as two steps.)
+  if (device_only == nullptr && recording_now() == nullptr &&
+      ((std::get<I>(outs).dst.shape() == s) && ...)) {
     const std::array<flat_leaf, sizeof...(I)> targets{
         flat_leaf{std::get<I>(outs).dst.storage().get(), &std::get<I>(outs).dst.layout(),
                   dtype_of<typename std::tuple_element_t<I, Tup>::dst_type>()}...};
@@ -491,7 +494,10 @@ inline constexpr bool device_direct_product<matmul_node<X, Y>, D> =
 
 template <element D, class X, class Y>
 bool device_product_into(const tensor<D>& dst, const matmul_node<X, Y>& n) {
-  if (dst.device().is_host() || !dst.is_contiguous() || dst.shape() != n.c.out) return false;
+  // (While a plan is captured, device_matmul records the product: not this shortcut.)
+  if (dst.device().is_host() || !dst.is_contiguous() || dst.shape() != n.c.out ||
+      recording_now() != nullptr)
+    return false;
   const flat_pass<X, Y> f(n.a, n.b);
   const flat_leaf target{dst.storage().get(), &dst.layout(), dtype_of<D>()};
   for (const flat_leaf& l : f.leaf_span())

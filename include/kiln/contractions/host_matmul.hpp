@@ -160,12 +160,60 @@ gemm_direct<T> direct_operand(const packed_operand<E>& o, int nb, std::int64_t p
 // Bytes of accumulators a product of another result type computes before converting them.
 inline constexpr std::int64_t acc_chunk_bytes = std::int64_t{64} << 20;
 
+template <class R, class A, class B>
+void host_matmul_run(const tensor<R>& out, const A& a, const B& b, const contraction& c,
+                     gemm_epilogue epilogue, const void* epilogue_ctx);
+
+// A product in a captured plan (plan/): its result and operand trees over the plan's memory,
+// their parameters read afresh at each replay.
+template <class R, class A, class B>
+struct product_replay {
+  tensor<R> out;
+  A a;
+  B b;
+  contraction c;
+  static void run(void* p) {
+    auto& d = *static_cast<product_replay*>(p);
+    refresh_parameters(d.a);
+    refresh_parameters(d.b);
+    host_matmul_run(d.out, d.a, d.b, d.c, nullptr, nullptr);
+  }
+  static void drop(void* p) { delete static_cast<product_replay*>(p); }
+};
+
 // The product of a and b into `out` (fresh, contiguous); with an epilogue (R must then be
-// the accumulator type), each finished strip of `out` is handed to it.
+// the accumulator type), each finished strip of `out` is handed to it. While a plan is
+// captured it is recorded, and run unfused (a statement's consumer of it is then a pass of
+// its own).
 template <class R, class A, class B>
 void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c,
                  gemm_epilogue epilogue = nullptr, const void* epilogue_ctx = nullptr) {
-  refuse_if_capturing("matmul", "products are not captured yet");
+  if (plan_recording* r = recording_now()) [[unlikely]] {
+    if (epilogue != nullptr)
+      throw error("plan", "internal: a product fused with its consumer while capturing",
+                  "matmul of result shape " + out.shape().str());
+    using D = product_replay<R, A, B>;
+    D* d = new D{out, a, b, c};
+    try {
+      adopt_leaves(d->out, *r, "matmul");
+      adopt_leaves(d->a, *r, "matmul");
+      adopt_leaves(d->b, *r, "matmul");
+      { // (what it runs inside, a conversion of its accumulators, is part of this step)
+        const nested_recording nested(*r);
+        host_matmul_run(d->out, d->a, d->b, d->c, nullptr, nullptr);
+      }
+    } catch (...) {
+      delete d;
+      throw;
+    }
+    return plan_add(*r, d, &D::run, &D::drop);
+  }
+  host_matmul_run(out, a, b, c, epilogue, epilogue_ctx);
+}
+
+template <class R, class A, class B>
+void host_matmul_run(const tensor<R>& out, const A& a, const B& b, const contraction& c,
+                     gemm_epilogue epilogue, const void* epilogue_ctx) {
   using Acc = matmul_acc_t<R>;
   // A result stored transposed is the product of the operands' transposes, swapped.
   const contraction s = c.out_t ? swapped(c) : c;

@@ -177,6 +177,9 @@ struct device_step_hooks {
   void (*run)(void*);
   void (*drop)(void*);
   bool (*leaves)(void*, std::vector<const storage*>&, ir::leaf_table&);
+  // Whether `leaves` fills the leaf table the launches' kernel scalars come from (else a
+  // replay with parameters runs the step again rather than patch its launches).
+  bool scalars = true;
 };
 KILN_CORE_INLINE void record_device_step(plan_recording& r, void* data, device_step_hooks hooks);
 

@@ -765,7 +765,7 @@ public:
     if (!record_) return hooks_.run(data_);
     if (!parameters_) return record_->replay(*batch, bound_, {});
     hooks_.leaves(data_, bound_, lt_);
-    if (lt_.pattern != pattern_) {
+    if (!hooks_.scalars || lt_.pattern != pattern_) {
       batch->finish();
       return hooks_.run(data_);
     }
