@@ -237,6 +237,23 @@ struct reduction_replay {
   }
 };
 
+// A reduction's step data over r's memory; deleted where that fails.
+template <class R, class E>
+reduction_replay<R, E>*
+adopted_reduction(plan_recording& r, const tensor<typename R::template result<value_t<E>>>& out,
+                  const E& e, const std::array<bool, max_rank>& mask,
+                  std::span<const double> params) {
+  auto* d = new reduction_replay<R, E>{out, e, mask, {params.begin(), params.end()}};
+  try {
+    adopt_leaves(d->out, r, R::name);
+    adopt_leaves(d->e, r, R::name);
+  } catch (...) {
+    delete d;
+    throw;
+  }
+  return d;
+}
+
 // On a device, recorded and run (its launches recorded where the executor can).
 template <class R, class E>
 void record_device_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
@@ -244,15 +261,8 @@ void record_device_reduction(const tensor<typename R::template result<value_t<E>
                              std::span<const double> params) {
   plan_recording& r = *recording_now();
   using D = reduction_replay<R, E>;
-  D* d = new D{out, e, mask, {params.begin(), params.end()}};
-  try {
-    adopt_leaves(d->out, r, R::name);
-    adopt_leaves(d->e, r, R::name);
-  } catch (...) {
-    delete d;
-    throw;
-  }
-  record_device_step(r, d, {&D::run, &D::drop, &D::leaves});
+  record_device_step(r, adopted_reduction<R>(r, out, e, mask, params),
+                     {&D::run, &D::drop, &D::leaves});
 }
 
 template <class R, class E>
@@ -260,15 +270,7 @@ void record_reduction(const tensor<typename R::template result<value_t<E>>>& out
                       const std::array<bool, max_rank>& mask, std::span<const double> params) {
   plan_recording& r = *recording_now();
   using D = reduction_replay<R, E>;
-  D* d = new D{out, e, mask, {params.begin(), params.end()}};
-  try {
-    adopt_leaves(d->out, r, R::name);
-    adopt_leaves(d->e, r, R::name);
-  } catch (...) {
-    delete d;
-    throw;
-  }
-  plan_add(r, d, &D::run, &D::drop);
+  plan_add(r, adopted_reduction<R>(r, out, e, mask, params), &D::run, &D::drop);
 }
 } // namespace detail
 

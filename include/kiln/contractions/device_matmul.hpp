@@ -9,6 +9,7 @@
 // edges of any size and accumulators. The typed part lists the leaves; the rest is compiled
 // once (kiln/linkage.hpp).
 #include "kiln/contractions/form.hpp"
+#include "kiln/contractions/product_step.hpp"
 #include "kiln/reduce.hpp"
 
 #include <atomic>
@@ -139,18 +140,13 @@ bool device_contract(const tensor<R>& out, const A& a, const B& b, const contrac
 template <class R, class A, class B>
 void device_matmul_run(const tensor<R>& out, const A& a, const B& b, const contraction& c);
 
-// A device product in a captured plan (plan/): a device step (its launches recorded where
-// they can be), its operand trees over the plan's memory.
+// A device product in a captured plan (product_step.hpp): a device step, its launches
+// recorded where they can be.
 template <class R, class A, class B>
-struct device_product_replay {
-  tensor<R> out;
-  A a;
-  B b;
-  contraction c;
+struct device_product_replay : product_operands<R, A, B> {
   static void run(void* p) {
     auto& d = *static_cast<device_product_replay*>(p);
-    refresh_parameters(d.a);
-    refresh_parameters(d.b);
+    d.refresh();
     device_matmul_run(d.out, d.a, d.b, d.c);
   }
   static void drop(void* p) { delete static_cast<device_product_replay*>(p); }
@@ -171,16 +167,8 @@ template <class R, class A, class B>
 void device_matmul(const tensor<R>& out, const A& a, const B& b, const contraction& c) {
   if (plan_recording* r = recording_now()) [[unlikely]] {
     using D = device_product_replay<R, A, B>;
-    D* d = new D{out, a, b, c};
-    try {
-      adopt_leaves(d->out, *r, "matmul");
-      adopt_leaves(d->a, *r, "matmul");
-      adopt_leaves(d->b, *r, "matmul");
-    } catch (...) {
-      delete d;
-      throw;
-    }
-    return record_device_step(*r, d, {&D::run, &D::drop, &D::leaves, false});
+    return record_device_step(*r, adopted_product<D>(*r, out, a, b, c),
+                              {&D::run, &D::drop, &D::leaves, false});
   }
   device_matmul_run(out, a, b, c);
 }

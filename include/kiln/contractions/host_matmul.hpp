@@ -7,6 +7,7 @@
 #include "kiln/contractions/blas.hpp"
 #include "kiln/contractions/form.hpp"
 #include "kiln/contractions/gemm.hpp"
+#include "kiln/contractions/product_step.hpp"
 #include "kiln/eval/assign.hpp"
 #include "kiln/eval/readers.hpp"
 
@@ -164,18 +165,12 @@ template <class R, class A, class B>
 void host_matmul_run(const tensor<R>& out, const A& a, const B& b, const contraction& c,
                      gemm_epilogue epilogue, const void* epilogue_ctx);
 
-// A product in a captured plan (plan/): its result and operand trees over the plan's memory,
-// their parameters read afresh at each replay.
+// A product in a captured plan (product_step.hpp), run again at each replay.
 template <class R, class A, class B>
-struct product_replay {
-  tensor<R> out;
-  A a;
-  B b;
-  contraction c;
+struct product_replay : product_operands<R, A, B> {
   static void run(void* p) {
     auto& d = *static_cast<product_replay*>(p);
-    refresh_parameters(d.a);
-    refresh_parameters(d.b);
+    d.refresh();
     host_matmul_run(d.out, d.a, d.b, d.c, nullptr, nullptr);
   }
   static void drop(void* p) { delete static_cast<product_replay*>(p); }
@@ -193,15 +188,10 @@ void host_matmul(const tensor<R>& out, const A& a, const B& b, const contraction
       throw error("plan", "internal: a product fused with its consumer while capturing",
                   "matmul of result shape " + out.shape().str());
     using D = product_replay<R, A, B>;
-    D* d = new D{out, a, b, c};
-    try {
-      adopt_leaves(d->out, *r, "matmul");
-      adopt_leaves(d->a, *r, "matmul");
-      adopt_leaves(d->b, *r, "matmul");
-      { // (what it runs inside, a conversion of its accumulators, is part of this step)
-        const nested_recording nested(*r);
-        host_matmul_run(d->out, d->a, d->b, d->c, nullptr, nullptr);
-      }
+    D* d = adopted_product<D>(*r, out, a, b, c);
+    try { // (what it runs inside, a conversion of its accumulators, is part of this step)
+      const nested_recording nested(*r);
+      host_matmul_run(d->out, d->a, d->b, d->c, nullptr, nullptr);
     } catch (...) {
       delete d;
       throw;
