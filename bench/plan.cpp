@@ -397,10 +397,9 @@ void vulkan(int rounds) {
     };
     const auto captured = [&] { plan(X, Y); };
     const auto uncaptured = [&] { opt_r.step(dwr, dbr); };
-    const auto f = alternate(rounds, {[&] { return timed(captured, false); },
-                                      [&] { return timed(uncaptured, false); },
-                                      [&] { return timed(captured, true); },
-                                      [&] { return timed(uncaptured, true); }});
+    const auto f = alternate(
+        rounds, {[&] { return timed(captured, false); }, [&] { return timed(uncaptured, false); },
+                 [&] { return timed(captured, true); }, [&] { return timed(uncaptured, true); }});
     std::printf("%6lld %10.1f %10.1f %8.2fx %10.1f %10.1f %8.2fx\n", (long long)n, f[0].median,
                 f[1].median, f[1].median / f[0].median, f[2].median, f[3].median,
                 f[3].median / f[2].median);
