@@ -699,9 +699,7 @@ private:
         lt_.add(exprs_[k], l, s);
       else
         ir::leaf_table::skip(exprs_[k], l, s);
-    bits.clear();
-    for (const auto& v : lt_.scalars)
-      bits.push_back(v.bits);
+    scalar_bits(lt_, bits);
     return lt_.pattern;
   }
 
@@ -769,10 +767,7 @@ public:
       batch->finish();
       return hooks_.run(data_);
     }
-    bits_.clear();
-    for (const auto& v : lt_.scalars)
-      bits_.push_back(v.bits);
-    record_->replay(*batch, bound_, bits_);
+    record_->replay(*batch, bound_, scalar_bits(lt_, bits_));
   }
 
 private:
