@@ -37,6 +37,16 @@ std::vector<T> integers(std::size_t n, std::int64_t lo, std::int64_t hi) {
   return v;
 }
 
+// Cases a randomized test draws: all of them, or a third under AddressSanitizer, where each
+// costs several times more and the plain builds (release, clang) draw the full count.
+constexpr int cases(int n) {
+#if defined(__SANITIZE_ADDRESS__)
+  return (n + 2) / 3;
+#else
+  return n;
+#endif
+}
+
 inline int draw(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng()); }
 
 // Ulps between two floats of one type (0 if both NaN or equal, huge if one is NaN).

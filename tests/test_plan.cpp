@@ -22,7 +22,7 @@ using plan_test::same_bits;
 
 TEST_CASE("plan: replays equal the statements as written bit for bit on random sequences",
           "[plan]") {
-  for (int c = 0; c < 300; ++c) {
+  for (int c = 0; c < test::cases(300); ++c) {
     random_case<float>(c);
     if (c % 3 == 0) random_case<double>(c);
   }

@@ -637,6 +637,44 @@ record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const ho
   r.add(std::make_unique<host_pass_step>(k, outs, used, reads, scalars, shape));
 }
 
+// A device step's recorded launches: the storages they name (a replay binds each one's
+// memory of the moment), the kernel scalars' leaf table and its pattern at the capture.
+struct recorded_launches {
+  std::shared_ptr<kiln::backend> keep; // (outlives the record, which frees through it)
+  std::unique_ptr<launch_record> record;
+  launch_batch* batch = nullptr;
+  std::vector<const storage*> bound;
+  std::vector<std::int16_t> pattern;
+  std::vector<std::uint64_t> bits;
+  ir::leaf_table lt;
+
+  // Runs fn(data), the step's first run, recording its launches where bound[0]'s executor
+  // can; the pattern is the leaf table's as it stands.
+  void capture(plan_recording& r, void (*fn)(void*), void* data, const char* op) {
+    pattern = lt.pattern;
+    device_executor& ex = executor_of(*bound[0], op);
+    keep = bound[0]->shared_backend();
+    record = ex.record_launches(fn, data, bound);
+    if (record) batch = r.batch_for(ex);
+    if (!batch) record.reset();
+  }
+  // Appends the launches to the plan's batch, their kernel scalars taken from the leaf table
+  // where `scalars`; false where the step must run again (the table's pattern changed: equal
+  // parameters now merge, or no longer do): the batch is finished then.
+  bool replay(bool scalars) {
+    if (!scalars) {
+      record->replay(*batch, bound, {});
+      return true;
+    }
+    if (lt.pattern != pattern) {
+      batch->finish();
+      return false;
+    }
+    record->replay(*batch, bound, scalar_bits(lt, bits));
+    return true;
+  }
+};
+
 // A device pass, replayed: its operands' layouts are the plan's copies, their storages the
 // plan's (slots or its own), its scalars patched from their cells.
 class device_pass_step final : public plan_step {
@@ -660,27 +698,20 @@ public:
   void capture(plan_recording& r, bool kept) {
     if (!kept) return run_pass();
     for (const flat_leaf& t : targets_)
-      bound_.push_back(t.storage);
+      rec_.bound.push_back(t.storage);
     for (const flat_leaf& l : leaves_)
-      bound_.push_back(l.storage);
-    if (!parameters_.empty()) pattern_ = scalar_table(bits_);
-    device_executor& ex = executor_of(*targets_[0].storage, "eval");
-    keep_ = targets_[0].storage->shared_backend();
-    record_ = ex.record_launches([](void* p) { static_cast<device_pass_step*>(p)->run_pass(); },
-                                 this, bound_);
-    if (record_) batch = r.batch_for(ex);
-    if (!batch) record_.reset();
+      rec_.bound.push_back(l.storage);
+    if (!parameters_.empty()) scalar_table();
+    rec_.capture(
+        r, [](void* p) { static_cast<device_pass_step*>(p)->run_pass(); }, this, "eval");
+    batch = rec_.batch;
   }
   void run() override {
     for (const std::size_t s : parameters_)
       std::memcpy(&scalars_[s].bits, scalars_[s].source, sizeof scalars_[s].bits);
-    if (!record_) return run_pass();
-    if (!parameters_.empty() && scalar_table(bits_) != pattern_) {
-      // Parameters now equal where they differed (or the reverse): another kernel.
-      batch->finish();
-      return run_pass();
-    }
-    record_->replay(*batch, bound_, parameters_.empty() ? std::span<const std::uint64_t>() : bits_);
+    if (!rec_.record) return run_pass();
+    if (!parameters_.empty()) scalar_table();
+    if (!rec_.replay(!parameters_.empty())) run_pass();
   }
 
 private:
@@ -688,19 +719,17 @@ private:
     run_device_pass(table_, targets_, shape_, exprs_, leaves_, scalars_,
                     {active_.get(), n_active_});
   }
-  // The pass's kernel scalars as run_device_pass's leaf table has them (equal ones merged),
-  // in `bits`; returns the table's pattern.
-  const std::vector<std::int16_t>& scalar_table(std::vector<std::uint64_t>& bits) {
-    lt_.clear();
+  // The pass's kernel scalars as run_device_pass's leaf table has them (equal ones merged).
+  void scalar_table() {
+    ir::leaf_table& lt = rec_.lt;
+    lt.clear();
     std::span<const flat_leaf> l = leaves_;
     std::span<const flat_scalar> s = scalars_;
     for (std::size_t k = 0; k < exprs_.size(); ++k)
       if (n_active_ == 0 || active_[k])
-        lt_.add(exprs_[k], l, s);
+        lt.add(exprs_[k], l, s);
       else
         ir::leaf_table::skip(exprs_[k], l, s);
-    scalar_bits(lt_, bits);
-    return lt_.pattern;
   }
 
   lowering_table& table_;
@@ -712,13 +741,7 @@ private:
   std::unique_ptr<bool[]> active_; // (empty span: every output)
   std::size_t n_active_;
   std::deque<kiln::layout> layouts_; // (stable addresses)
-  // Recorded launches: the storages they name, the kernel scalars' pattern at the capture.
-  std::shared_ptr<kiln::backend> keep_; // (outlives the record, which frees through it)
-  std::unique_ptr<launch_record> record_;
-  std::vector<const storage*> bound_;
-  std::vector<std::int16_t> pattern_;
-  std::vector<std::uint64_t> bits_;
-  ir::leaf_table lt_;
+  recorded_launches rec_;
 };
 
 KILN_CORE_INLINE void
@@ -736,50 +759,42 @@ record_device_pass(plan_recording& r, lowering_table& table, std::span<const fla
   r.add(std::move(step));
 }
 
-// A typed device step (a reduction), its launches recorded at the capture where the
-// executor can: a replay appends them, the operand's kernel scalars renewed.
+// A typed device step (a reduction, a product), its launches recorded at the capture where
+// the executor can: a replay appends them, the operand's kernel scalars renewed.
 class device_step final : public plan_step {
 public:
   device_step(void* data, device_step_hooks hooks) noexcept : data_(data), hooks_(hooks) {}
   device_step(const device_step&) = delete;
   device_step& operator=(const device_step&) = delete;
   ~device_step() override {
-    record_.reset(); // (before the memory and the backend it frees through)
+    rec_.record.reset(); // (before the memory and the backend it frees through)
     hooks_.drop(data_);
   }
   void capture(plan_recording& r, bool kept) {
-    parameters_ = hooks_.leaves(data_, bound_, lt_);
+    parameters_ = hooks_.leaves(data_, rec_.bound, rec_.lt);
     if (!kept) return hooks_.run(data_);
-    pattern_ = lt_.pattern;
-    device_executor& ex = executor_of(*bound_[0], "reduce");
-    keep_ = bound_[0]->shared_backend();
     // What it runs on the way (a hand-written kernel's operand) is part of this step.
     const nested_recording nested(r);
-    record_ = ex.record_launches(hooks_.run, data_, bound_);
-    if (record_) batch = r.batch_for(ex);
-    if (!batch) record_.reset();
+    rec_.capture(r, hooks_.run, data_, "reduce");
+    batch = rec_.batch;
   }
   void run() override {
-    if (!record_) return hooks_.run(data_);
-    if (!parameters_) return record_->replay(*batch, bound_, {});
-    hooks_.leaves(data_, bound_, lt_);
-    if (!hooks_.scalars || lt_.pattern != pattern_) {
-      batch->finish();
-      return hooks_.run(data_);
+    if (!rec_.record) return hooks_.run(data_);
+    if (parameters_) {
+      hooks_.leaves(data_, rec_.bound, rec_.lt);
+      if (!hooks_.scalars) {
+        rec_.batch->finish();
+        return hooks_.run(data_);
+      }
     }
-    record_->replay(*batch, bound_, scalar_bits(lt_, bits_));
+    if (!rec_.replay(parameters_)) hooks_.run(data_);
   }
 
 private:
   void* data_;
   device_step_hooks hooks_;
   bool parameters_ = false;
-  std::shared_ptr<kiln::backend> keep_;
-  std::unique_ptr<launch_record> record_;
-  std::vector<const storage*> bound_;
-  std::vector<std::int16_t> pattern_;
-  std::vector<std::uint64_t> bits_;
-  ir::leaf_table lt_;
+  recorded_launches rec_;
 };
 
 KILN_CORE_INLINE void record_device_step(plan_recording& r, void* data, device_step_hooks hooks) {
