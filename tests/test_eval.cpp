@@ -471,7 +471,8 @@ TEST_CASE("runs that end between two batches: every element once, in place or ap
   // A run whose length is not a multiple of the batch ends with a batch over its last
   // elements where no output shares memory with an input (some recomputed), else with the
   // padded tail. Every length from 1 to 70 (f32 and f64 batches of 2 to 16), contiguous
-  // and as rows of a view; shared subexpressions across two outputs; and in place.
+  // and as rows of a view (f32 rows at every offset within a batch); shared subexpressions
+  // across two outputs; and in place.
   for (std::int64_t n = 1; n <= 70; ++n) {
     INFO("n " << n);
     const auto va = test::uniform<float>(std::size_t(n), -2, 2);
@@ -487,12 +488,29 @@ TEST_CASE("runs that end between two batches: every element once, in place or ap
     const auto rows =
         kiln::from(test::uniform<double>(std::size_t(3 * n), -1, 1), kiln::shape{3, n});
     big.narrow(1, 1, n) = rows * 2.0 - b;
+    // Rows of f32 starting at every offset within a batch as n goes (the batches after the
+    // first start where a row's stores are aligned, the first covering those before).
+    const std::int64_t off = n % 17;
+    auto wide = kiln::full<float>({2, n + off + 1}, -7.0f);
+    wide.narrow(1, off, n) = kiln::exp(a * 0.25f) - a;
     // In place: the output is an input, so the tail path.
     auto c = kiln::from(vb, kiln::shape{n});
     c = c * c + 1.0;
     const auto r1 = z1.to_vector();
     const auto r2 = z2.to_vector();
     const auto rb = big.to_vector(), rr = rows.to_vector(), rc = c.to_vector();
+    const auto rw = wide.to_vector();
+    const std::int64_t ww = n + off + 1;
+    for (std::int64_t row = 0; row < 2; ++row)
+      for (std::int64_t i = 0; i < ww; ++i) {
+        const float got = rw[std::size_t(row * ww + i)];
+        if (i < off || i >= off + n) {
+          REQUIRE(got == -7.0f);
+        } else {
+          const double x = va[std::size_t(i - off)], e = std::exp(x * 0.25) - x;
+          REQUIRE(got == Approx(e).epsilon(0).margin(1e-6 * (std::abs(x) + 2)));
+        }
+      }
     for (std::int64_t i = 0; i < n; ++i) {
       const double e = std::exp(double(va[i]) * 0.5) * 3.0;
       REQUIRE(r1[i] == Approx(e + va[i]).epsilon(0).margin(1e-6 * (e + 2)));
