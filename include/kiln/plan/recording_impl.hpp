@@ -510,8 +510,10 @@ KILN_CORE_INLINE launch_batch* plan_recording::batch_for(device_executor& ex) {
 
 // A host pass, replayed: its operands' layouts are the plan's copies and their storages
 // the plan's (slots or its own), so a replay only reads each storage's current address.
-// A pass that runs as one contiguous run of one task (most small passes) is resolved once:
-// the kernel's arguments are laid out and a replay calls the kernel itself.
+// A pass that runs as one task with no memo sites and no streaming stores (most small
+// passes) is resolved once: the kernel's arguments are laid out, and a replay calls the
+// kernel itself, once over contiguous operands or once per row of their merged space
+// (views: a stencil's interior), as run_host_pass would.
 class host_pass_step final : public plan_step {
 public:
   host_pass_step(const host_kernel_ref& k, std::span<const host_output> outs,
@@ -546,8 +548,8 @@ public:
       for (std::size_t o = 0; o < no; ++o)
         if (const direct_operand& d = direct_[nl + o]; d.st)
           out_[o] = static_cast<unsigned char*>(d.st->data()) + d.bytes;
-      k_.run(args_);
-      return;
+      if (rows_ == 1) return k_.run(args_);
+      return run_rows();
     }
     for (std::size_t o = 0; o < outs_.size(); ++o)
       outs_[o].data = static_cast<unsigned char*>(out_stores_[o]->data()) +
@@ -556,51 +558,102 @@ public:
   }
 
 private:
-  // Whether the pass runs as run_contiguous_pass (host_pass_impl.hpp) runs a pass of one
-  // task with no memo sites and no streaming stores; then its kernel's arguments, once.
+  // Whether the pass runs as one task of run_host_pass (host_pass_impl.hpp) with no memo
+  // sites and no streaming stores: then its kernel's arguments, once, and its rows.
   void resolve(std::span<const host_output> outs, std::span<const flat_leaf> leaves) {
     const std::int64_t total = numel(shape_);
     const host_launch launch = host_launch_for(k_, total);
     if (!k_.memos.empty() || total > pass_grain(k_, launch)) return;
-    const auto plain = [&](const kiln::layout& l) {
-      return l.shape == shape_ && l.is_contiguous();
-    };
     if (total == 0) return; // (run_host_pass does nothing)
+    const std::size_t no = outs.size(), nl = leaves.size();
+    // The leaves and outputs run_host_pass reads and writes (those of active outputs).
+    scratch<bool, 32> used(nl + no);
+    for (std::size_t p = 0; p < no; ++p) {
+      used[nl + p] = outs[p].active;
+      for (int l = k_.leaf_start[p]; l < k_.leaf_start[p + 1]; ++l)
+        used[std::size_t(l)] = outs[p].active;
+    }
+    const auto layout_of = [&](std::size_t i) -> const kiln::layout& {
+      return i < nl ? *leaves[i].layout : *outs[i - nl].layout;
+    };
+    const auto bytes_of = [&](std::size_t i) {
+      return std::int64_t(size_of(i < nl ? leaves[i].type : outs[i - nl].type));
+    };
+    std::vector<direct_operand> d(nl + no, direct_operand{nullptr, 0});
     std::int64_t footprint = 0;
-    const std::size_t nl = leaves.size();
-    std::vector<direct_operand> d(nl + outs.size(), direct_operand{nullptr, 0});
-    for (std::size_t p = 0; p < outs.size(); ++p) {
-      if (!outs[p].active) continue;
-      if (!plain(*outs[p].layout)) return;
-      d[nl + p] = {out_stores_[p], outs[p].layout->offset * std::int64_t(size_of(outs[p].type))};
-      footprint += std::int64_t(size_of(outs[p].type));
+    for (std::size_t i = 0; i < nl + no; ++i)
+      if (used[i]) {
+        d[i] = {i < nl ? leaves[i].storage : out_stores_[i - nl],
+                layout_of(i).offset * bytes_of(i)};
+        footprint += layout_of(i).size() * bytes_of(i);
+      }
+    bool plain = true, whole = true;
+    for (std::size_t i = 0; i < nl + no; ++i)
+      if (used[i]) {
+        plain = plain && layout_of(i).shape == shape_ && layout_of(i).is_contiguous();
+        if (i >= nl) whole = whole && layout_of(i).is_contiguous();
+      }
+    std::int64_t inner = total;
+    bool apart =
+        total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
+    if (!plain) { // run_host_pass's merged space: every operand contiguous along its rows
+      iteration_space space;
+      for (std::size_t i = 0; i < nl + no; ++i) {
+        const std::size_t op = i < no ? nl + i : i - no; // (outputs first, as it adds them)
+        used[op] ? space.add(layout_of(op), shape_) : space.add_idle();
+      }
+      space.merge(shape_);
+      outer_ = space.extents.size() - 1;
+      inner = space.extents[outer_];
+      for (std::size_t i = 0; i < nl + no; ++i) {
+        const std::size_t op = i < no ? nl + i : i - no;
+        if (used[op] && space.strides[i][outer_] != 1) return; // packed rows: the general pass
+      }
+      if (k_.may_stream && whole && streams(launch, footprint)) return;
+      rows_ = total / inner;
+      for (int dim = 0; dim < outer_; ++dim)
+        extents_.push_back(space.extents[dim]);
+      // Per dim of the rows, per operand: the bytes to the next row, and back to the first.
+      steps_.assign(std::size_t(outer_) * (nl + no) * 2, 0);
+      for (int dim = 0; dim < outer_; ++dim)
+        for (std::size_t i = 0; i < nl + no; ++i) {
+          const std::size_t op = i < no ? nl + i : i - no;
+          const std::int64_t st = space.strides[i][dim] * bytes_of(op);
+          steps_[(std::size_t(dim) * (nl + no) + op) * 2] = st;
+          steps_[(std::size_t(dim) * (nl + no) + op) * 2 + 1] = -st * (extents_[dim] - 1);
+        }
+      apart = inner >= k_.lanes && outputs_apart(outs, leaves, k_.leaf_start);
+    } else if (k_.may_stream && streams(launch, footprint)) {
+      return;
     }
-    for (std::size_t l = 0, o = 0; l < nl; ++l) {
-      while (o + 1 < outs.size() && int(l) >= k_.leaf_start[o + 1])
-        ++o;
-      if (!outs[o].active) continue;
-      if (!plain(*leaves[l].layout)) return;
-      d[l] = {leaves[l].storage, leaves[l].layout->offset * std::int64_t(size_of(leaves[l].type))};
-      footprint += std::int64_t(size_of(leaves[l].type));
-    }
-    if (k_.may_stream && streams(launch, footprint * total)) return;
     direct_ = std::move(d);
     in_.assign(nl, nullptr);
-    out_.assign(outs.size(), nullptr);
-    n_ = total;
+    out_.assign(no, nullptr);
+    n_ = inner;
     // The kernel's arguments, laid out once (built at each call, their stores were still in
     // flight when the kernel read them back).
-    args_ = {in_.data(),
-             scalars_.data(),
-             nullptr,
-             nullptr,
-             0,
-             out_.data(),
-             n_,
-             false,
-             total >= k_.lanes && total % k_.lanes != 0 &&
-                 outputs_apart(outs, leaves, k_.leaf_start),
-             pass_prefetch(launch)};
+    args_ = {in_.data(), scalars_.data(),      nullptr, nullptr, 0, out_.data(), n_, false,
+             apart,      pass_prefetch(launch)};
+  }
+
+  // One kernel call per row, every operand's address stepped to the next row between them.
+  void run_rows() {
+    const std::size_t nl = in_.size(), ops = direct_.size();
+    std::int64_t idx[max_rank] = {};
+    for (std::int64_t r = 0;;) {
+      k_.run(args_);
+      if (++r == rows_) return;
+      for (int dim = outer_ - 1; dim >= 0; --dim) {
+        const bool wrap = ++idx[dim] == extents_[dim];
+        const std::int64_t* step = steps_.data() + std::size_t(dim) * ops * 2 + (wrap ? 1 : 0);
+        for (std::size_t i = 0; i < nl; ++i)
+          if (in_[i]) in_[i] = static_cast<const unsigned char*>(in_[i]) + step[2 * i];
+        for (std::size_t o = 0; o < out_.size(); ++o)
+          if (out_[o]) out_[o] = static_cast<unsigned char*>(out_[o]) + step[2 * (nl + o)];
+        if (!wrap) break;
+        idx[dim] = 0;
+      }
+    }
   }
 
   host_kernel_ref k_;
@@ -618,7 +671,11 @@ private:
     std::int64_t bytes;
   };
   std::vector<direct_operand> direct_;
-  std::int64_t n_ = 0;
+  std::int64_t n_ = 0;    // elements per kernel call
+  std::int64_t rows_ = 1; // kernel calls
+  int outer_ = 0;         // dims of the rows
+  kiln::shape extents_;   // their extents
+  std::vector<std::int64_t> steps_;
   kernel_args args_{};
   std::vector<const void*> in_;
   std::vector<void*> out_;
