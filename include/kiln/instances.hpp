@@ -29,12 +29,15 @@
   EXTERN template void kiln::detail::assign<T, kiln::tensor<T>>(const kiln::tensor<T>&,            \
                                                                 const kiln::tensor<T>&);
 
-// The host loop and the device hand-over of reduction R of a tensor<T>.
+// The host loop, the device hand-over and the plan's recording of reduction R of a tensor<T>.
 #define KILN_REDUCTION_INSTANCES(EXTERN, R, T)                                                     \
   EXTERN template void kiln::detail::run_reduction<R, kiln::tensor<T>>(                            \
       const kiln::tensor<R::result<T>>&, const kiln::tensor<T>&,                                   \
       const std::array<bool, kiln::max_rank>&, std::span<const double>);                           \
   EXTERN template void kiln::detail::device_reduce<R, kiln::tensor<T>>(                            \
+      const kiln::tensor<R::result<T>>&, const kiln::tensor<T>&,                                   \
+      const std::array<bool, kiln::max_rank>&, std::span<const double>);                           \
+  EXTERN template void kiln::detail::record_reduction<R, kiln::tensor<T>>(                         \
       const kiln::tensor<R::result<T>>&, const kiln::tensor<T>&,                                   \
       const std::array<bool, kiln::max_rank>&, std::span<const double>);
 // X(R, T) for the reductions and element types instantiated once: the floating types, and

@@ -254,23 +254,19 @@ adopted_reduction(plan_recording& r, const tensor<typename R::template result<va
   return d;
 }
 
-// On a device, recorded and run (its launches recorded where the executor can).
-template <class R, class E>
-void record_device_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
-                             const std::array<bool, max_rank>& mask,
-                             std::span<const double> params) {
-  plan_recording& r = *recording_now();
-  using D = reduction_replay<R, E>;
-  record_device_step(r, adopted_reduction<R>(r, out, e, mask, params),
-                     {&D::run, &D::drop, &D::leaves});
-}
-
+// Records the reduction into the thread's plan: on the host after it ran; on a device it
+// runs as the plan's step, its launches recorded where the executor can. One entry, so the
+// common reductions of a tensor instantiate it once (kiln/instances.hpp).
 template <class R, class E>
 void record_reduction(const tensor<typename R::template result<value_t<E>>>& out, const E& e,
                       const std::array<bool, max_rank>& mask, std::span<const double> params) {
   plan_recording& r = *recording_now();
   using D = reduction_replay<R, E>;
-  plan_add(r, adopted_reduction<R>(r, out, e, mask, params), &D::run, &D::drop);
+  D* d = adopted_reduction<R>(r, out, e, mask, params);
+  if (out.device().is_host())
+    plan_add(r, d, &D::run, &D::drop);
+  else
+    record_device_step(r, d, {&D::run, &D::drop, &D::leaves});
 }
 } // namespace detail
 
@@ -288,19 +284,15 @@ KILN_STATEMENT auto materialize(const reduce_node<R, E>& n) {
         detail::device_only_in<std::remove_cvref_t<decltype(inner)>>;
     if constexpr (device_only != nullptr)
       detail::refuse_device_only(device_only);
-    else {
+    else
       detail::run_reduction<R>(out, inner, m, n.params());
-      if (detail::recording_now() != nullptr) [[unlikely]]
-        detail::record_reduction<R>(out, inner, m, n.params());
-    }
   } else {
     detail::check_devices(inner, where, R::name);
-    if (detail::recording_now() != nullptr) [[unlikely]] {
-      detail::record_device_reduction<R>(out, inner, m, n.params());
-    } else {
+    if (detail::recording_now() == nullptr) [[likely]]
       detail::device_reduce<R>(out, inner, m, n.params());
-    }
   }
+  if (detail::recording_now() != nullptr) [[unlikely]] // (on a device it runs as the step)
+    detail::record_reduction<R>(out, inner, m, n.params());
   return out;
 }
 

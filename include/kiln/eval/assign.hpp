@@ -181,14 +181,14 @@ void host_run_pass_with(host_pass_runner runner, const void* ctx,
   for (std::size_t k = sizeof...(O); k-- > 0;)
     if (active[k]) first = k;
   const kiln::shape* shapes[] = {&outs.dst.shape()...};
-  if (plan_recording* r = recording_now(); r != nullptr && runner == nullptr) [[unlikely]] {
-    const storage* stores[] = {outs.dst.storage().get()...};
-    record_host_pass(*r, kernel::ref(), targets, stores, {leaves.data(), std::size_t(n_leaves)},
-                     {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+  const storage* stores[] = {outs.dst.storage().get()...};
+  if (!runner) {
+    runner = run_host_pass_runner;
+    if (recording_now() != nullptr) [[unlikely]]
+      runner = record_and_run_host_pass, ctx = stores;
   }
-  (runner ? runner : run_host_pass_runner)(
-      ctx, kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
-      {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
+  runner(ctx, kernel::ref(), targets, {leaves.data(), std::size_t(n_leaves)},
+         {scalars.data(), std::size_t(n_scalars)}, *shapes[first]);
 }
 template <class... O>
 void host_run_pass(const std::array<bool, sizeof...(O)>& active, const O&... outs) {

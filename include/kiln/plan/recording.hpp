@@ -132,12 +132,15 @@ private:
   plan_recording& r_;
 };
 
-// Records a host pass run by host_run_pass_with (eval/assign.hpp): its kernel, outputs
-// (`stores`: each target's storage), leaves and scalars, over `shape`.
-KILN_CORE_INLINE void
-record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const host_output> outs,
-                 std::span<const storage* const> stores, std::span<const flat_leaf> leaves,
-                 std::span<const flat_scalar> scalars, const kiln::shape& shape);
+// The host pass runner (eval/assign.hpp) while the thread records a plan: records the pass
+// (its kernel, outputs, `stores`: an array of each target's storage, leaves and scalars,
+// over `shape`), then runs it. Compiled once: the check in every pass type's code is which
+// runner it calls.
+KILN_CORE_INLINE void record_and_run_host_pass(const void* stores, const host_kernel_ref& k,
+                                               std::span<const host_output> outs,
+                                               std::span<const flat_leaf> leaves,
+                                               std::span<const flat_scalar> scalars,
+                                               const kiln::shape& shape);
 
 // The tensors of a tree a step holds, each checked by use() and pointed at its slot where
 // it is an argument's.

@@ -681,17 +681,21 @@ private:
   std::vector<void*> out_;
 };
 
-KILN_CORE_INLINE void
-record_host_pass(plan_recording& r, const host_kernel_ref& k, std::span<const host_output> outs,
-                 std::span<const storage* const> stores, std::span<const flat_leaf> leaves,
-                 std::span<const flat_scalar> scalars, const kiln::shape& shape) {
-  std::vector<const storage*> used(stores.begin(), stores.end());
+KILN_CORE_INLINE void record_and_run_host_pass(const void* stores, const host_kernel_ref& k,
+                                               std::span<const host_output> outs,
+                                               std::span<const flat_leaf> leaves,
+                                               std::span<const flat_scalar> scalars,
+                                               const kiln::shape& shape) {
+  plan_recording& r = *recording_now();
+  const auto* st = static_cast<const storage* const*>(stores);
+  std::vector<const storage*> used(st, st + outs.size());
   std::vector<flat_leaf> reads(leaves.begin(), leaves.end());
   for (std::size_t o = 0; o < outs.size(); ++o)
-    used[o] = r.use(stores[o], *outs[o].layout, outs[o].type, "assign");
+    used[o] = r.use(st[o], *outs[o].layout, outs[o].type, "assign");
   for (flat_leaf& l : reads)
     l.storage = r.use(l.storage, *l.layout, l.type, "assign");
   r.add(std::make_unique<host_pass_step>(k, outs, used, reads, scalars, shape));
+  run_host_pass(k, outs, leaves, scalars, shape);
 }
 
 // A device step's recorded launches: the storages they name (a replay binds each one's
