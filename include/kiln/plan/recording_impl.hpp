@@ -581,50 +581,46 @@ private:
     };
     std::vector<direct_operand> d(nl + no, direct_operand{nullptr, 0});
     std::int64_t footprint = 0;
-    for (std::size_t i = 0; i < nl + no; ++i)
-      if (used[i]) {
-        d[i] = {i < nl ? leaves[i].storage : out_stores_[i - nl],
-                layout_of(i).offset * bytes_of(i)};
-        footprint += layout_of(i).size() * bytes_of(i);
-      }
     bool plain = true, whole = true;
     for (std::size_t i = 0; i < nl + no; ++i)
       if (used[i]) {
-        plain = plain && layout_of(i).shape == shape_ && layout_of(i).is_contiguous();
-        if (i >= nl) whole = whole && layout_of(i).is_contiguous();
+        const kiln::layout& l = layout_of(i);
+        d[i] = {i < nl ? leaves[i].storage : out_stores_[i - nl], l.offset * bytes_of(i)};
+        footprint += l.size() * bytes_of(i);
+        plain = plain && l.shape == shape_ && l.is_contiguous();
+        if (i >= nl) whole = whole && l.is_contiguous();
       }
     std::int64_t inner = total;
-    bool apart =
-        total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
+    bool apart;
     if (!plain) { // run_host_pass's merged space: every operand contiguous along its rows
+      // Operand k of the space (outputs first, as run_host_pass adds them) in d's order.
+      const auto op = [&](std::size_t k) { return k < no ? nl + k : k - no; };
       iteration_space space;
-      for (std::size_t i = 0; i < nl + no; ++i) {
-        const std::size_t op = i < no ? nl + i : i - no; // (outputs first, as it adds them)
-        used[op] ? space.add(layout_of(op), shape_) : space.add_idle();
-      }
+      for (std::size_t k = 0; k < nl + no; ++k)
+        used[op(k)] ? space.add(layout_of(op(k)), shape_) : space.add_idle();
       space.merge(shape_);
-      outer_ = space.extents.size() - 1;
-      inner = space.extents[outer_];
-      for (std::size_t i = 0; i < nl + no; ++i) {
-        const std::size_t op = i < no ? nl + i : i - no;
-        if (used[op] && space.strides[i][outer_] != 1) return; // packed rows: the general pass
-      }
+      const int outer = space.extents.size() - 1;
+      inner = space.extents[outer];
+      for (std::size_t k = 0; k < nl + no; ++k)
+        if (used[op(k)] && space.strides[k][outer] != 1) return; // packed rows: the general pass
       if (k_.may_stream && whole && streams(launch, footprint)) return;
       rows_ = total / inner;
-      for (int dim = 0; dim < outer_; ++dim)
+      for (int dim = 0; dim < outer; ++dim)
         extents_.push_back(space.extents[dim]);
       // Per dim of the rows, per operand: the bytes to the next row, and back to the first.
-      steps_.assign(std::size_t(outer_) * (nl + no) * 2, 0);
-      for (int dim = 0; dim < outer_; ++dim)
-        for (std::size_t i = 0; i < nl + no; ++i) {
-          const std::size_t op = i < no ? nl + i : i - no;
-          const std::int64_t st = space.strides[i][dim] * bytes_of(op);
-          steps_[(std::size_t(dim) * (nl + no) + op) * 2] = st;
-          steps_[(std::size_t(dim) * (nl + no) + op) * 2 + 1] = -st * (extents_[dim] - 1);
+      steps_.assign(std::size_t(outer) * (nl + no) * 2, 0);
+      for (int dim = 0; dim < outer; ++dim)
+        for (std::size_t k = 0; k < nl + no; ++k) {
+          const std::int64_t st = space.strides[k][dim] * bytes_of(op(k));
+          steps_[(std::size_t(dim) * (nl + no) + op(k)) * 2] = st;
+          steps_[(std::size_t(dim) * (nl + no) + op(k)) * 2 + 1] = -st * (extents_[dim] - 1);
         }
       apart = inner >= k_.lanes && outputs_apart(outs, leaves, k_.leaf_start);
     } else if (k_.may_stream && streams(launch, footprint)) {
       return;
+    } else {
+      apart =
+          total >= k_.lanes && total % k_.lanes != 0 && outputs_apart(outs, leaves, k_.leaf_start);
     }
     direct_ = std::move(d);
     in_.assign(nl, nullptr);
@@ -643,7 +639,7 @@ private:
     for (std::int64_t r = 0;;) {
       k_.run(args_);
       if (++r == rows_) return;
-      for (int dim = outer_ - 1; dim >= 0; --dim) {
+      for (int dim = int(extents_.size()) - 1; dim >= 0; --dim) {
         const bool wrap = ++idx[dim] == extents_[dim];
         const std::int64_t* step = steps_.data() + std::size_t(dim) * ops * 2 + (wrap ? 1 : 0);
         for (std::size_t i = 0; i < nl; ++i)
@@ -673,8 +669,7 @@ private:
   std::vector<direct_operand> direct_;
   std::int64_t n_ = 0;    // elements per kernel call
   std::int64_t rows_ = 1; // kernel calls
-  int outer_ = 0;         // dims of the rows
-  kiln::shape extents_;   // their extents
+  kiln::shape extents_;   // the extents of the rows' dims
   std::vector<std::int64_t> steps_;
   kernel_args args_{};
   std::vector<const void*> in_;
@@ -703,15 +698,16 @@ KILN_CORE_INLINE void record_and_run_host_pass(const void* stores, const host_ke
 struct recorded_launches {
   std::shared_ptr<kiln::backend> keep; // (outlives the record, which frees through it)
   std::unique_ptr<launch_record> record;
-  launch_batch* batch = nullptr;
   std::vector<const storage*> bound;
   std::vector<std::int16_t> pattern;
   std::vector<std::uint64_t> bits;
   ir::leaf_table lt;
 
   // Runs fn(data), the step's first run, recording its launches where bound[0]'s executor
-  // can; the pattern is the leaf table's as it stands.
-  void capture(plan_recording& r, void (*fn)(void*), void* data, const char* op) {
+  // can (then `batch`, the step's, is the plan's batch for that executor); the pattern is
+  // the leaf table's as it stands.
+  void capture(plan_recording& r, launch_batch*& batch, void (*fn)(void*), void* data,
+               const char* op) {
     pattern = lt.pattern;
     device_executor& ex = executor_of(*bound[0], op);
     keep = bound[0]->shared_backend();
@@ -719,19 +715,19 @@ struct recorded_launches {
     if (record) batch = r.batch_for(ex);
     if (!batch) record.reset();
   }
-  // Appends the launches to the plan's batch, their kernel scalars taken from the leaf table
-  // where `scalars`; false where the step must run again (the table's pattern changed: equal
+  // Appends the launches to `batch`, their kernel scalars taken from the leaf table where
+  // `scalars`; false where the step must run again (the table's pattern changed: equal
   // parameters now merge, or no longer do): the batch is finished then.
-  bool replay(bool scalars) {
+  bool replay(launch_batch& batch, bool scalars) {
     if (!scalars) {
-      record->replay(*batch, bound, {});
+      record->replay(batch, bound, {});
       return true;
     }
     if (lt.pattern != pattern) {
-      batch->finish();
+      batch.finish();
       return false;
     }
-    record->replay(*batch, bound, scalar_bits(lt, bits));
+    record->replay(batch, bound, scalar_bits(lt, bits));
     return true;
   }
 };
@@ -764,15 +760,14 @@ public:
       rec_.bound.push_back(l.storage);
     if (!parameters_.empty()) scalar_table();
     rec_.capture(
-        r, [](void* p) { static_cast<device_pass_step*>(p)->run_pass(); }, this, "eval");
-    batch = rec_.batch;
+        r, batch, [](void* p) { static_cast<device_pass_step*>(p)->run_pass(); }, this, "eval");
   }
   void run() override {
     for (const std::size_t s : parameters_)
       std::memcpy(&scalars_[s].bits, scalars_[s].source, sizeof scalars_[s].bits);
     if (!rec_.record) return run_pass();
     if (!parameters_.empty()) scalar_table();
-    if (!rec_.replay(!parameters_.empty())) run_pass();
+    if (!rec_.replay(*batch, !parameters_.empty())) run_pass();
   }
 
 private:
@@ -836,19 +831,18 @@ public:
     if (!kept) return hooks_.run(data_);
     // What it runs on the way (a hand-written kernel's operand) is part of this step.
     const nested_recording nested(r);
-    rec_.capture(r, hooks_.run, data_, "reduce");
-    batch = rec_.batch;
+    rec_.capture(r, batch, hooks_.run, data_, "reduce");
   }
   void run() override {
     if (!rec_.record) return hooks_.run(data_);
     if (parameters_) {
       hooks_.leaves(data_, rec_.bound, rec_.lt);
       if (!hooks_.scalars) {
-        rec_.batch->finish();
+        batch->finish();
         return hooks_.run(data_);
       }
     }
-    if (!rec_.replay(parameters_)) hooks_.run(data_);
+    if (!rec_.replay(*batch, parameters_)) hooks_.run(data_);
   }
 
 private:
