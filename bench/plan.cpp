@@ -12,14 +12,16 @@
 //      logistic loss, d = 16) at n = 64 and 8000 rows, captured against uncaptured;
 //   6. on vulkan:0 (where there is one): host time per step of 1, 5 and 20 kernels
 //      (`z_k = a * b + c * s` at 4096 f32 each), captured against uncaptured: the time of the
-//      call (the launches queued; the device's work is waited for after it, untimed); and
+//      call (the launches queued; the device's work is waited for after it, untimed), and
+//      captured with `s` new at every call (no command buffer recorded again); and
 //      section 5's training step in f32 on the device: the call, and the whole step.
 //
 // Method: contenders alternate round by round; each figure is the median over the rounds
 // (with the interquartile range). Every captured result is checked equal, bit for bit, to
 // the uncaptured one before timing.
 //
-// Usage: bench_plan [rounds = 31]
+// Usage: bench_plan [rounds = 31] [vulkan: section 6 alone]
+#include <kiln/jit/vulkan/backend.hpp> // (its count of recorded command buffers)
 #include <kiln/kiln.hpp>
 
 #include <Eigen/Core>
@@ -302,6 +304,12 @@ void training(int rounds) {
   }
 }
 
+// Command buffers vulkan:N's plans have recorded so far.
+std::uint64_t vk_recorded(const kiln::device& dev) {
+  const auto be = kiln::backend_for(dev);
+  return dynamic_cast<const kiln::jit::vk::vulkan_backend&>(*be).prerecorded().second;
+}
+
 void vulkan(int rounds) {
   kiln::device dev;
   for (const auto& d : kiln::devices())
@@ -314,7 +322,8 @@ void vulkan(int rounds) {
     return;
   }
   std::printf("\n6. %s: host time per step of k kernels, us (the call only)\n", dev.str().c_str());
-  std::printf("%4s %10s %10s %10s\n", "k", "captured", "uncaptured", "unc/capt");
+  std::printf("%4s %10s %10s %10s %12s %10s\n", "k", "captured", "uncaptured", "unc/capt",
+              "capt, new s", "unc/new s");
   const std::int64_t n = 4096;
   const auto a = kiln::random::uniform<float>({n}, 1, 0, 1, dev),
              b = kiln::random::uniform<float>({n}, 2, 0, 1, dev),
@@ -347,10 +356,21 @@ void vulkan(int rounds) {
       }
       return t / calls;
     };
-    const auto f = alternate(rounds, {[&] { return host_us([&] { plan(out, a, b, c, 0.5f); }); },
-                                      [&] { return host_us(uncaptured); }});
-    std::printf("%4d %10.2f %10.2f %9.2fx\n", k, f[0].median, f[1].median,
-                f[1].median / f[0].median);
+    // The parameter changed at every call (a time step, a learning rate): the kernels read
+    // it from a buffer the queue writes, so the step's command buffer is not recorded again.
+    float s = 0.5f;
+    const auto varied = [&] {
+      s = s < 1.0f ? s + 0.001f : 0.5f;
+      plan(out, a, b, c, s);
+    };
+    const auto recorded = vk_recorded(dev);
+    const auto f =
+        alternate(rounds, {[&] { return host_us([&] { plan(out, a, b, c, 0.5f); }); },
+                           [&] { return host_us(uncaptured); }, [&] { return host_us(varied); }});
+    const auto rerecorded = vk_recorded(dev) - recorded;
+    std::printf("%4d %10.2f %10.2f %9.2fx %12.2f %9.2fx  (%llu recorded in %d calls)\n", k,
+                f[0].median, f[1].median, f[1].median / f[0].median, f[2].median,
+                f[1].median / f[2].median, (unsigned long long)rerecorded, 2 * calls * rounds);
   }
   // The training step of section 5 (f32) on the device: host time of the call, and the
   // whole step (the call and the wait for the device).
@@ -411,6 +431,8 @@ void vulkan(int rounds) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 31;
   std::printf("bench_plan: %d threads, %d rounds\n", kiln::num_threads(), rounds);
+  if (argc > 2 && std::string(argv[2]) == "vulkan") // (section 6 alone)
+    return vulkan(std::max(5, rounds / 3)), 0;
   per_statement(rounds);
   small_step(rounds);
   heat(std::max(5, rounds / 3));

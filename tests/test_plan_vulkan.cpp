@@ -147,15 +147,39 @@ TEST_CASE("plan on vulkan: a step's kernels replay as one pre-recorded command b
     CHECK(check(o1, a, b, 0.5f) == std::pair<std::uint64_t, std::uint64_t>{1, 0});
     CHECK(check(o2, b, a, 0.5f) == std::pair<std::uint64_t, std::uint64_t>{1, 0});
   }
-  // A new value of the parameter is recorded anew (it is pushed as a constant), and right.
+  // A new value of the parameter each call: the kernels read it from a buffer the queue
+  // writes, so the buffers recorded for both bindings run again, right, recording nothing.
   for (int i = 0; i < 6; ++i) {
     const float s = test::uniform<float>(1, -2, 2)[0];
-    CHECK(check(i % 2 ? o1 : o2, a, b, s).first == 1);
+    CHECK(check(i % 2 ? o1 : o2, i % 2 ? a : b, i % 2 ? b : a, s) ==
+          std::pair<std::uint64_t, std::uint64_t>{1, 0});
+  }
+  // Several replays with their own values queued before any of them ran (one submission):
+  // each reads its own.
+  {
+    std::vector<tensor<float>> outs;
+    std::vector<float> values;
+    const auto before = prerecorded(*dev);
+    for (int i = 0; i < 5; ++i) {
+      values.push_back(test::uniform<float>(1, -2, 2)[0]);
+      outs.push_back(kiln::zeros<float>({n}, *dev));
+    }
+    for (int i = 0; i < 5; ++i) {
+      plan(o1, a, b, values[std::size_t(i)]);
+      outs[std::size_t(i)] = o1 * 1.0f; // (queued behind it, before the next replay)
+    }
+    const auto after = prerecorded(*dev);
+    CHECK(after.first - before.first == 5);
+    for (int i = 0; i < 5; ++i) {
+      body(r, a, b, kiln::param<float>(values[std::size_t(i)]));
+      REQUIRE(same_bits(outs[std::size_t(i)], tensor<float>(r * 1.0f)));
+    }
   }
   // Memory given back to the driver between replays: recorded again.
   kiln::synchronize(*dev);
   {
-    tensor<float> spare = kiln::zeros<float>({1 << 22}, *dev); // a chunk of its own
+    // (past 64 MiB: a chunk of its own, which empty_cache destroys)
+    tensor<float> spare = kiln::zeros<float>({(std::int64_t{1} << 24) + 1}, *dev);
   }
   kiln::empty_cache(*dev);
   CHECK(check(o1, a, b, 0.5f).second == 1);
@@ -269,13 +293,16 @@ TEST_CASE("plan on vulkan: reductions replay from their recorded launches", "[pl
       [&, &dw = dw, &db = db](const tensor<float>&, const tensor<float>&) { opt.step(dw, db); },
       {.name = "training step"});
   step(X, Y);
+  step(X, Y); // (the first replay records)
   const auto before = prerecorded(*dev);
   for (int i = 0; i < 5; ++i)
     step(X, Y);
   const auto after = prerecorded(*dev);
   INFO("steps " << step.steps() << ", command buffers executed " << after.first - before.first
-                << " in 5 replays");
+                << " and recorded " << after.second - before.second << " in 5 replays");
   CHECK(after.first - before.first == 5);
+  // Its bias-corrected rate changes every step: a parameter, read from a buffer.
+  CHECK(after.second - before.second == 0);
 }
 
 TEST_CASE("plan on vulkan: a product and its consumer replay on the device", "[plan][vulkan]") {

@@ -350,9 +350,12 @@ public:
   // launches for replay: the buffers of `bound` named by storage, the memory the launches
   // made for themselves kept by the record. Null where they cannot be replayed so (memory
   // outside `bound`, another executor's work): then a replay runs the step again.
+  // `parameters`: the step's kernel scalars change between replays (plan parameters).
   virtual std::unique_ptr<launch_record> record_launches(void (*run)(void*), void* data,
-                                                         std::span<const storage* const> bound) {
+                                                         std::span<const storage* const> bound,
+                                                         bool parameters) {
     (void)bound;
+    (void)parameters;
     run(data);
     return nullptr;
   }

@@ -705,13 +705,13 @@ struct recorded_launches {
 
   // Runs fn(data), the step's first run, recording its launches where bound[0]'s executor
   // can (then `batch`, the step's, is the plan's batch for that executor); the pattern is
-  // the leaf table's as it stands.
+  // the leaf table's as it stands. `parameters`: its kernel scalars change between replays.
   void capture(plan_recording& r, launch_batch*& batch, void (*fn)(void*), void* data,
-               const char* op) {
+               const char* op, bool parameters) {
     pattern = lt.pattern;
     device_executor& ex = executor_of(*bound[0], op);
     keep = bound[0]->shared_backend();
-    record = ex.record_launches(fn, data, bound);
+    record = ex.record_launches(fn, data, bound, parameters);
     if (record) batch = r.batch_for(ex);
     if (!batch) record.reset();
   }
@@ -760,7 +760,8 @@ public:
       rec_.bound.push_back(l.storage);
     if (!parameters_.empty()) scalar_table();
     rec_.capture(
-        r, batch, [](void* p) { static_cast<device_pass_step*>(p)->run_pass(); }, this, "eval");
+        r, batch, [](void* p) { static_cast<device_pass_step*>(p)->run_pass(); }, this, "eval",
+        !parameters_.empty());
   }
   void run() override {
     for (const std::size_t s : parameters_)
@@ -831,7 +832,7 @@ public:
     if (!kept) return hooks_.run(data_);
     // What it runs on the way (a hand-written kernel's operand) is part of this step.
     const nested_recording nested(r);
-    rec_.capture(r, batch, hooks_.run, data_, "reduce");
+    rec_.capture(r, batch, hooks_.run, data_, "reduce", parameters_);
   }
   void run() override {
     if (!rec_.record) return hooks_.run(data_);

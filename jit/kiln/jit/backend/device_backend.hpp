@@ -19,6 +19,7 @@
 //   dialect_name ("GLSL", "CUDA C++": compile errors);
 //   plus jit_backend's device(), describe(), cannot_run(), limits and launch().
 #include "kiln/jit/backend/jit_backend.hpp"
+#include "kiln/jit/backend/launch_list.hpp"
 #include "kiln/jit/cache/cache_key.hpp"
 #include "kiln/jit/cache/disk_cache.hpp"
 #include "kiln/jit/cache/kernel_cache.hpp"
@@ -78,7 +79,7 @@ public:
   // Kernels are kept by source and workgroup size (a Vulkan specialization constant: the
   // same binary, another launchable kernel; CUDA's launch bounds are in the source).
   std::shared_ptr<kernel> compile(const kernel_ir& ir, const pass_shape& shape) override {
-    param_layout layout(ir, max_inline_params());
+    param_layout layout(ir, inline_param_limit());
     pass_shape s = shape;
     if (s.workgroup <= 0) s.workgroup = self().workgroup_size();
     const std::string source = generate([&] { return self().generate(ir, layout, s); });
@@ -86,14 +87,14 @@ public:
                         [&] { return make_kernel(ir, layout, source, s.workgroup); });
   }
   std::shared_ptr<kernel> compile_reduction(const kernel_ir& ir, const reduce_spec& r) override {
-    param_layout layout(ir, max_inline_params(), reduce_extras);
+    param_layout layout(ir, inline_param_limit(), reduce_extras);
     const std::string source = generate([&] { return self().generate_reduction(ir, layout, r); });
     return kernels_.get(std::to_string(r.group) + "\n" + source,
                         [&] { return make_kernel(ir, layout, source, r.group); });
   }
   std::shared_ptr<kernel> compile_contraction(const kernel_ir& ir,
                                               const contract_spec& c) override {
-    param_layout layout(ir, max_inline_params(), contract_extras);
+    param_layout layout(ir, inline_param_limit(), contract_extras);
     const std::string source = generate([&] { return self().generate_contraction(ir, layout, c); });
     const int g = c.tile.threads();
     return kernels_.get(std::to_string(g) + "\n" + source,

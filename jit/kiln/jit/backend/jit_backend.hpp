@@ -85,7 +85,18 @@ public:
   void* temp(std::size_t bytes);
   void drop_temp(void* p) noexcept;
   std::unique_ptr<launch_record> record_launches(void (*run)(void*), void* data,
-                                                 std::span<const storage* const> bound) override;
+                                                 std::span<const storage* const> bound,
+                                                 bool parameters) override;
+  // Whether a recorded replay keeps the inline parameters it was recorded with (Vulkan's
+  // push constants are part of its command buffer). A step with plan parameters then runs
+  // kernels that read theirs from a buffer, which a replay rewrites (vulkan/backend.hpp).
+  virtual bool records_inline_params() const { return false; }
+  // The inline parameter bytes the kernels compiled now may take: none while such a step
+  // is captured on this thread.
+  std::uint32_t inline_param_limit() const;
+  // The key of this backend's compiled kernels beside a lowering (lowered_pass::state_for):
+  // the kernels with parameters in a buffer are kept apart from the others.
+  const void* state_owner() const;
   std::unique_ptr<launch_batch> make_batch() override;
   // Why a kernel using these dtypes cannot run here ("" if it can).
   virtual std::string cannot_run(const std::array<bool, 9>& dtypes_used) const = 0;

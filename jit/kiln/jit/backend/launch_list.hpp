@@ -52,7 +52,8 @@ protected:
 
 class jit_record final : public launch_record {
 public:
-  jit_record(jit_backend& be, std::span<const storage* const> bound) : be_(be), bound_(bound) {}
+  jit_record(jit_backend& be, std::span<const storage* const> bound, bool buffer_params)
+      : be_(be), bound_(bound), buffer_params_(buffer_params) {}
   jit_record(const jit_record&) = delete;
   jit_record& operator=(const jit_record&) = delete;
   ~jit_record() override {
@@ -107,6 +108,7 @@ public:
     return &be == &be_ && std::find(owned_.begin(), owned_.end(), p) != owned_.end();
   }
   bool of(const jit_backend& be) const { return &be == &be_; }
+  bool buffer_params(const jit_backend& be) const { return buffer_params_ && of(be); }
   void own(void* p) { owned_.push_back(p); }
   bool failed() const { return failed_; }
 
@@ -127,6 +129,7 @@ private:
   std::vector<buffer> buffers_;
   std::vector<std::byte> params_;
   std::vector<void*> owned_;
+  bool buffer_params_; // its kernels read their parameters from a buffer
   bool failed_ = false;
 };
 
@@ -157,15 +160,28 @@ inline void jit_backend::drop_temp(void* p) noexcept {
   release(p);
 }
 
+inline std::uint32_t jit_backend::inline_param_limit() const {
+  const jit_record* r = recording_launches();
+  return r && r->buffer_params(*this) ? 0 : max_inline_params();
+}
+
+inline const void* jit_backend::state_owner() const {
+  const jit_record* r = recording_launches();
+  // (one byte into the backend: an address no other owner has)
+  return r && r->buffer_params(*this)
+             ? static_cast<const void*>(reinterpret_cast<const char*>(this) + 1)
+             : static_cast<const void*>(this);
+}
+
 inline std::unique_ptr<launch_record>
-jit_backend::record_launches(void (*run)(void*), void* data,
-                             std::span<const storage* const> bound) {
+jit_backend::record_launches(void (*run)(void*), void* data, std::span<const storage* const> bound,
+                             bool parameters) {
   jit_record*& now = recording_launches();
   if (now) { // (inside another step's capture: that one records)
     run(data);
     return nullptr;
   }
-  auto rec = std::make_unique<jit_record>(*this, bound);
+  auto rec = std::make_unique<jit_record>(*this, bound, parameters && records_inline_params());
   now = rec.get();
   try {
     run(data);

@@ -45,7 +45,7 @@ struct contraction_site {
   tune::size_bucket bucket;
 };
 inline contraction_site site_of(jit_backend* be, const device_contraction& c) {
-  const auto state = c.lowered.state_for(be, [&] {
+  const auto state = c.lowered.state_for(be->state_owner(), [&] {
     auto s = std::make_shared<compiled_contraction>();
     s->id = tune::contraction_id(c.lowered.ir);
     return s;

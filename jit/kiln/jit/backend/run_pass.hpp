@@ -64,7 +64,7 @@ namespace detail {
 // The compiled kernels of a lowering on backend `be`, compiled on first use; the
 // backend's compile is single-flight, so threads racing here share one compile of each.
 inline compiled_pass& kernels_for(jit_backend& be, const lowered_pass& lp) {
-  const auto state = lp.state_for(&be, [&] {
+  const auto state = lp.state_for(be.state_owner(), [&] {
     auto plan = std::make_shared<const stage_plan>(split_stages(lp.ir, be.max_buffers()));
     if (const std::string why = be.cannot_run(plan->dtypes_used()); !why.empty())
       throw error("eval", "the device cannot run this expression", be.device().str() + ": " + why);

@@ -55,7 +55,7 @@ inline void jit_backend::reduce(const device_reduction& r) {
                            r.mask};
     if (provider_registry::instance().run(call)) return;
   }
-  const auto state = lp.state_for(this, [&] {
+  const auto state = lp.state_for(state_owner(), [&] {
     auto c = std::make_shared<compiled_reduction>();
     c->id = tune::reduction_id(lp.ir, r.info.name, r.info.params);
     c->ops = tune::op_tunables_of(lp.ir, reduction_space(), r.info.name, r.info.tunables);

@@ -43,9 +43,11 @@ struct vulkan_kernel : kernel {
 };
 
 // A captured plan's run of launches, queued as one pre-recorded command buffer: the last
-// few sets of launches (buffers, parameters, grids) are kept recorded, so a replay over the
-// same memory and scalars (or alternating between a few, as a ping-pong time loop does)
-// records nothing; anything else is recorded once more.
+// few sets of launches (buffers, grids, inline parameters) are kept recorded, so a replay
+// over the same memory (or alternating between a few, as a ping-pong time loop does)
+// records nothing; anything else is recorded once more. Kernels that read their parameters
+// from a buffer (a step with plan parameters runs such kernels: jit_backend::queue) take
+// new values without a new recording: the queue writes them before the buffer executes.
 class plan_batch final : public jit_batch {
 public:
   plan_batch(jit_backend& be, std::shared_ptr<context> ctx) : jit_batch(be), ctx_(std::move(ctx)) {}
@@ -62,11 +64,13 @@ private:
     context::recorded_commands commands;
   };
   static constexpr std::size_t keep = 4;
+  static constexpr std::size_t max_update_bytes = 65536; // (vkCmdUpdateBuffer's limit)
 
   void flush() override {
     key_.clear();
     refs_.clear();
     grids_.clear();
+    values_.clear();
     for (const pending& l : launches) {
       const launch_grid g = be_.grid_for(*l.k, l.work);
       grids_.emplace_back(static_cast<std::uint32_t>(g.x), static_cast<std::uint32_t>(g.y));
@@ -81,15 +85,20 @@ private:
         key_.push_back(b->offset);
         key_.push_back(b->bytes);
       }
+      const std::span<const std::byte> p(params.data() + l.params, l.nparams);
+      if (l.k->layout.in_buffer) {
+        values_.push_back(p);
+        if (p.size() <= max_update_bytes) continue; // (written by the queue: not in the key)
+      }
       const std::size_t at = key_.size();
       key_.resize(at + (l.nparams + 7) / 8, 0);
-      std::memcpy(key_.data() + at, params.data() + l.params, l.nparams);
+      std::memcpy(key_.data() + at, p.data(), p.size());
     }
     for (std::size_t i = 0; i < kept_.size(); ++i)
       if (kept_[i].key == key_ && ctx_->current(kept_[i].commands)) {
         std::rotate(kept_.begin(), kept_.begin() + std::ptrdiff_t(i),
                     kept_.begin() + std::ptrdiff_t(i) + 1); // (most recent first)
-        ctx_->execute(kept_.front().commands);
+        ctx_->execute(kept_.front().commands, values_);
         return;
       }
     cmds_.clear();
@@ -116,6 +125,7 @@ private:
   std::vector<std::uint64_t> key_;
   std::vector<buffer_ref> refs_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> grids_;
+  std::vector<std::span<const std::byte>> values_; // buffer parameters, in launch order
   std::vector<context::dispatch_cmd> cmds_;
 };
 
@@ -174,6 +184,7 @@ public:
     return missing_feature(ctx_->info().features, used);
   }
   std::uint32_t max_inline_params() const override { return max_push_; }
+  bool records_inline_params() const override { return true; }
   int max_buffers() const override { return max_buffers_; }
   grid_limits launch_limits() const override {
     const auto& l = ctx_->info().limits;

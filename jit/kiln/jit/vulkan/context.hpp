@@ -378,9 +378,10 @@ public:
   };
   struct recorded_commands {
     VkCommandBuffer cb = VK_NULL_HANDLE;
-    std::uint64_t used = 0;       // the epoch of the last submission executing it
-    std::uint64_t generation = 0; // of the memory it names (empty_cache destroys chunks)
-    std::vector<block> params;    // parameter blocks it reads
+    std::uint64_t used = 0;        // the epoch of the last submission executing it
+    std::uint64_t generation = 0;  // of the memory it names (empty_cache destroys chunks)
+    std::vector<block> params;     // parameter blocks it reads (its buffer-parameter dispatches')
+    std::vector<std::byte> values; // what the queue last wrote to them, one after another
   };
   // Whether rc may be executed: recorded, and naming no memory freed since.
   bool current(const recorded_commands& rc) const {
@@ -414,18 +415,37 @@ public:
     bi.flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT;
     bi.pInheritanceInfo = &inherit;
     check(fn_.vkBeginCommandBuffer(rc.cb, &bi), "vkBeginCommandBuffer");
+    rc.values.clear();
     for (const dispatch_cmd& c : cmds) {
       record_dispatch(rc.cb, c, rc.params);
+      if (c.p->kl.param_buffer) rc.values.insert(rc.values.end(), c.params.begin(), c.params.end());
       barrier(rc.cb);
     }
     check(fn_.vkEndCommandBuffer(rc.cb), "vkEndCommandBuffer");
     ++prerecorded_;
   }
-  // Queues rc (current()) as one command.
-  void execute(recorded_commands& rc) {
+  // Queues rc (current()) as one command, its buffer-parameter dispatches reading `params`
+  // (one span each, in the order they were recorded). Where they differ from what rc's
+  // blocks hold, the queue writes them first (vkCmdUpdateBuffer): in queue order, so work
+  // still pending that executes rc reads the values it was queued with.
+  void execute(recorded_commands& rc, std::span<const std::span<const std::byte>> params = {}) {
     std::lock_guard lock(mutex_);
     require_open();
     VkCommandBuffer cb = recording();
+    bool wrote = false;
+    for (std::size_t i = 0, at = 0; i < params.size() && i < rc.params.size(); ++i) {
+      const std::span<const std::byte> v = params[i];
+      if (at + v.size() > rc.values.size()) break; // (not as recorded: the caller re-records)
+      std::byte* held = rc.values.data() + at;
+      at += v.size();
+      if (v.empty() || std::memcmp(held, v.data(), v.size()) == 0) continue;
+      // (std430 members are 4 or 8 bytes, so the size is a multiple of 4 as the call needs)
+      fn_.vkCmdUpdateBuffer(cb, rc.params[i].owner->buffer, rc.params[i].offset, v.size(),
+                            v.data());
+      std::memcpy(held, v.data(), v.size());
+      wrote = true;
+    }
+    if (wrote) barrier(cb);
     fn_.vkCmdExecuteCommands(cb, 1, &rc.cb);
     rc.used = submitted_ + 1; // (the command buffer being recorded is submitted next)
     ++executed_;

@@ -71,6 +71,7 @@ namespace kiln::jit::vk {
   X(vkCmdPipelineBarrier)                                                                          \
   X(vkCmdCopyBuffer)                                                                               \
   X(vkCmdFillBuffer)                                                                               \
+  X(vkCmdUpdateBuffer)                                                                             \
   X(vkCreateFence)                                                                                 \
   X(vkDestroyFence)                                                                                \
   X(vkResetFences)                                                                                 \
