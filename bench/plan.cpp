@@ -14,13 +14,16 @@
 //      (`z_k = a * b + c * s` at 4096 f32 each), captured against uncaptured: the time of the
 //      call (the launches queued; the device's work is waited for after it, untimed), and
 //      captured with `s` new at every call (no command buffer recorded again); and
-//      section 5's training step in f32 on the device: the call, and the whole step.
+//      section 5's training step in f32 on the device: the call, and the whole step;
+//   7. the same on cuda:0 (where there is one): a replay is one CUDA graph launch (its nodes
+//      set where a scalar changed) against the statements' stream launches.
 //
 // Method: contenders alternate round by round; each figure is the median over the rounds
 // (with the interquartile range). Every captured result is checked equal, bit for bit, to
 // the uncaptured one before timing.
 //
-// Usage: bench_plan [rounds = 31] [vulkan: section 6 alone]
+// Usage: bench_plan [rounds = 31] [devices: sections 6 and 7 alone]
+#include <kiln/jit/cuda/backend.hpp>   // (its count of CUDA graphs made)
 #include <kiln/jit/vulkan/backend.hpp> // (its count of recorded command buffers)
 #include <kiln/kiln.hpp>
 
@@ -296,32 +299,41 @@ void training(int rounds) {
     }
     require(same_bits(m.w, mr.w) && same_bits(m.b, mr.b), "training step");
     const int calls = n == 64 ? 2000 : 50;
-    const auto f = alternate(
-        rounds, {[&] { return ns_per_call([&] { plan(X, Y); }, calls) / 1e3; },
-                 [&] { return ns_per_call([&] { opt_r.step(dwr, dbr); }, calls) / 1e3; }});
+    const auto f =
+        alternate(rounds, {[&] { return ns_per_call([&] { plan(X, Y); }, calls) / 1e3; },
+                           [&, &dwr = dwr, &dbr = dbr] {
+                             return ns_per_call([&] { opt_r.step(dwr, dbr); }, calls) / 1e3;
+                           }});
     std::printf("%6lld %10.2f %10.2f %9.2fx\n", (long long)n, f[0].median, f[1].median,
                 f[1].median / f[0].median);
   }
 }
 
-// Command buffers vulkan:N's plans have recorded so far.
-std::uint64_t vk_recorded(const kiln::device& dev) {
+// Command buffers vulkan:N's plans have recorded so far, or CUDA graphs cuda:N's have made.
+std::uint64_t recorded(const kiln::device& dev) {
   const auto be = kiln::backend_for(dev);
+  if (dev.kind() == kiln::device_kind::cuda)
+    return dynamic_cast<const kiln::jit::cuda::cuda_backend&>(*be).graphs().made;
   return dynamic_cast<const kiln::jit::vk::vulkan_backend&>(*be).prerecorded().second;
 }
 
-void vulkan(int rounds) {
-  kiln::device dev;
+// The first available device of this kind, else the host.
+kiln::device first_of(kiln::device_kind kind) {
   for (const auto& d : kiln::devices())
-    if (d.available && d.device.kind() == kiln::device_kind::vulkan) {
-      dev = d.device;
-      break;
-    }
+    if (d.available && d.device.kind() == kind) return d.device;
+  return {};
+}
+
+void device_steps(kiln::device_kind kind, int rounds) {
+  const char* section = kind == kiln::device_kind::cuda ? "7" : "6";
+  const kiln::device dev = first_of(kind);
   if (dev.is_host()) {
-    std::printf("\n6. no Vulkan device: not measured\n");
+    std::printf("\n%s. no %s device: not measured\n", section,
+                kind == kiln::device_kind::cuda ? "CUDA" : "Vulkan");
     return;
   }
-  std::printf("\n6. %s: host time per step of k kernels, us (the call only)\n", dev.str().c_str());
+  std::printf("\n%s. %s: host time per step of k kernels, us (the call only)\n", section,
+              dev.str().c_str());
   std::printf("%4s %10s %10s %10s %12s %10s\n", "k", "captured", "uncaptured", "unc/capt",
               "capt, new s", "unc/new s");
   const std::int64_t n = 4096;
@@ -363,11 +375,11 @@ void vulkan(int rounds) {
       s = s < 1.0f ? s + 0.001f : 0.5f;
       plan(out, a, b, c, s);
     };
-    const auto recorded = vk_recorded(dev);
+    const auto made = recorded(dev);
     const auto f =
         alternate(rounds, {[&] { return host_us([&] { plan(out, a, b, c, 0.5f); }); },
                            [&] { return host_us(uncaptured); }, [&] { return host_us(varied); }});
-    const auto rerecorded = vk_recorded(dev) - recorded;
+    const auto rerecorded = recorded(dev) - made;
     std::printf("%4d %10.2f %10.2f %9.2fx %12.2f %9.2fx  (%llu recorded in %d calls)\n", k,
                 f[0].median, f[1].median, f[1].median / f[0].median, f[2].median,
                 f[1].median / f[2].median, (unsigned long long)rerecorded, 2 * calls * rounds);
@@ -416,7 +428,7 @@ void vulkan(int rounds) {
       return t / calls;
     };
     const auto captured = [&] { plan(X, Y); };
-    const auto uncaptured = [&] { opt_r.step(dwr, dbr); };
+    const auto uncaptured = [&, &dwr = dwr, &dbr = dbr] { opt_r.step(dwr, dbr); };
     const auto f = alternate(
         rounds, {[&] { return timed(captured, false); }, [&] { return timed(uncaptured, false); },
                  [&] { return timed(captured, true); }, [&] { return timed(uncaptured, true); }});
@@ -431,12 +443,16 @@ void vulkan(int rounds) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 31;
   std::printf("bench_plan: %d threads, %d rounds\n", kiln::num_threads(), rounds);
-  if (argc > 2 && std::string(argv[2]) == "vulkan") // (section 6 alone)
-    return vulkan(std::max(5, rounds / 3)), 0;
+  if (argc > 2 && std::string(argv[2]) == "devices") { // (sections 6 and 7 alone)
+    device_steps(kiln::device_kind::vulkan, std::max(5, rounds / 3));
+    device_steps(kiln::device_kind::cuda, std::max(5, rounds / 3));
+    return 0;
+  }
   per_statement(rounds);
   small_step(rounds);
   heat(std::max(5, rounds / 3));
   large(rounds);
   training(rounds);
-  vulkan(std::max(5, rounds / 3));
+  device_steps(kiln::device_kind::vulkan, std::max(5, rounds / 3));
+  device_steps(kiln::device_kind::cuda, std::max(5, rounds / 3));
 }

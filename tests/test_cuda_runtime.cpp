@@ -150,3 +150,17 @@ TEST_CASE("cuda: 16-bit floats without a CUDA toolkit are a reason, other dtypes
   if (cuda::is_directory("/usr/local/cuda"))
     CHECK(cuda::missing_headers(used, cuda::find_cuda_home(nullptr, nullptr)).empty());
 }
+
+TEST_CASE("cuda: the graph kernel node's parameters are laid out as cuda.h's v2 struct", "[cuda]") {
+  using p = cuda::kernel_node_params;
+  // CUDA_KERNEL_NODE_PARAMS_v2 as cuda.h of CUDA 13.0 lays it out on x86-64 and aarch64.
+  CHECK(sizeof(p) == 72);
+  CHECK(offsetof(p, func) == 0);
+  CHECK(offsetof(p, grid_x) == 8);
+  CHECK(offsetof(p, block_x) == 20);
+  CHECK(offsetof(p, shared_bytes) == 32);
+  CHECK(offsetof(p, kernel_params) == 40);
+  CHECK(offsetof(p, extra) == 48);
+  CHECK(offsetof(p, kern) == 56);
+  CHECK(offsetof(p, ctx) == 64);
+}

@@ -112,6 +112,9 @@ inline constexpr variable variables[] = {
     {"KILN_CUDA_HOME", kind::folder, "`$CUDA_HOME`, else `/usr/local/cuda`",
      "the CUDA toolkit (NVRTC, `cuda_fp16.h`, `ptxas`); one that is not a directory makes "
      "`cuda:N` unavailable with that reason"},
+    {"KILN_CUDA_GRAPHS", kind::flag, "`1`",
+     "`0`: a captured plan's launches on `cuda:N` are issued one by one instead of as one CUDA "
+     "graph per replay"},
     {"KILN_CUDA_DRIVER", kind::library, "`libcuda.so.1`",
      "the CUDA driver library; one that does not load makes `cuda:N` unavailable with that "
      "reason"},

@@ -6,7 +6,8 @@
 //   program in a namespace, one entry per __global__ function) into a shared library, the
 //   "cubin" (an ELF file, as a cubin is);
 // - the "driver" dlopens that image, keeps device memory in host memory, and runs each
-//   launch's grid on the host, a fiber per thread (grid_runner.hpp), in order, before returning.
+//   launch's grid on the host, a fiber per thread (grid_runner.hpp), in order, before returning
+//   (a CUDA graph: its chain of kernel nodes, in order).
 // Built with the test suite's compiler and flags, which it passes to the kernels it compiles
 // (DEVICE_ON_CPU_CXX, _FLAGS: kiln_device_stand_in in tests/CMakeLists.txt): under the
 // sanitizers, kernels are instrumented too.
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <dlfcn.h>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -43,7 +45,48 @@ CUresult fail(CUresult r, std::string why) {
 struct function {
   kiln_cpu_entry entry;
   std::string name;
+  std::size_t args_bytes; // its by-value parameter's size
 };
+
+// CUDA graphs: a graph is a list of kernel nodes, each after the one before (kiln makes
+// chains); its nodes' parameters are copied when a node is added or set, as the driver does,
+// and an executable graph is a copy of its graph at instantiation.
+struct kernel_node {
+  const function* fn;
+  unsigned grid[3], block[3];
+  std::vector<unsigned char> args;
+};
+struct cpu_graph {
+  std::deque<kernel_node> nodes; // (stable addresses: a CUgraphNode is one)
+};
+struct cpu_graph_exec {
+  const cpu_graph* from;
+  std::vector<kernel_node> nodes;
+};
+// cuda.h's CUDA_KERNEL_NODE_PARAMS_v2.
+struct node_params {
+  void* func;
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  void** kernel_params;
+  void** extra;
+  void* kern;
+  void* ctx;
+};
+CUresult node_from(kernel_node& n, const node_params* p) {
+  if (!p || !p->func || !p->kernel_params || p->extra || p->shared_bytes != 0)
+    return fail(invalid_value, "kiln's kernel nodes have a function, one parameter and no "
+                               "dynamic shared memory");
+  n.fn = static_cast<const function*>(p->func);
+  n.grid[0] = p->grid_x;
+  n.grid[1] = p->grid_y;
+  n.grid[2] = p->grid_z;
+  n.block[0] = p->block_x;
+  n.block[1] = p->block_y;
+  n.block[2] = p->block_z;
+  const auto* a = static_cast<const unsigned char*>(p->kernel_params[0]);
+  n.args.assign(a, a + n.fn->args_bytes);
+  return ok;
+}
 struct event {
   std::chrono::steady_clock::time_point at;
 };
@@ -283,10 +326,64 @@ CUresult cuModuleLoadData(void** m, const void* image) {
 }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
   const kiln_cpu_entry e = kiln_cpu::entry_of(m, name);
-  if (!e) return fail(not_found, std::string("no kernel ") + name + " in the module");
-  *f = keep({e, name});
+  using size_fn = unsigned long (*)();
+  const auto size =
+      reinterpret_cast<size_fn>(::dlsym(m, (std::string("kiln_cpu_args_size_") + name).c_str()));
+  if (!e || !size) return fail(not_found, std::string("no kernel ") + name + " in the module");
+  *f = keep({e, name, size()});
   return ok;
 }
+CUresult cuGraphCreate(void** g, unsigned) {
+  *g = new cpu_graph;
+  return ok;
+}
+CUresult cuGraphAddKernelNode_v2(void** node, void* g, void* const* after, std::size_t n_after,
+                                 const node_params* p) {
+  auto* graph = static_cast<cpu_graph*>(g);
+  if (n_after > 1 || (n_after == 1) != !graph->nodes.empty() ||
+      (n_after == 1 && after[0] != &graph->nodes.back()))
+    return fail(invalid_value, "this driver's graphs are chains: each node after the last one");
+  kernel_node k;
+  if (const CUresult r = node_from(k, p); r != ok) return r;
+  graph->nodes.push_back(std::move(k));
+  *node = &graph->nodes.back();
+  return ok;
+}
+CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long) {
+  const auto* graph = static_cast<const cpu_graph*>(g);
+  *exec = new cpu_graph_exec{graph, {graph->nodes.begin(), graph->nodes.end()}};
+  return ok;
+}
+CUresult cuGraphExecKernelNodeSetParams_v2(void* exec, void* node, const node_params* p) {
+  auto* e = static_cast<cpu_graph_exec*>(exec);
+  for (std::size_t i = 0; i < e->from->nodes.size(); ++i)
+    if (&e->from->nodes[i] == node) {
+      kernel_node k;
+      if (const CUresult r = node_from(k, p); r != ok) return r;
+      if (k.fn != e->nodes[i].fn)
+        return fail(invalid_value, "a kernel node's function cannot change in an executable graph");
+      e->nodes[i] = std::move(k);
+      return ok;
+    }
+  return fail(invalid_value, "the node is not of the graph the executable graph was made from");
+}
+CUresult cuGraphLaunch(void* exec, void*) {
+  std::lock_guard lock(launch_mutex);
+  for (const kernel_node& n : static_cast<const cpu_graph_exec*>(exec)->nodes) {
+    const std::string why = kiln_cpu::run_grid(n.fn->entry, n.args.data(), n.grid, n.block);
+    if (!why.empty()) return fail(launch_failed, n.fn->name + ": " + why);
+  }
+  return ok;
+}
+CUresult cuGraphExecDestroy(void* exec) {
+  delete static_cast<cpu_graph_exec*>(exec);
+  return ok;
+}
+CUresult cuGraphDestroy(void* g) {
+  delete static_cast<cpu_graph*>(g);
+  return ok;
+}
+
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared_bytes, void*, void** args, void** extra) {
   if (!args || extra || shared_bytes != 0)
@@ -337,7 +434,8 @@ std::string host_unit(const std::string& source) {
   for (const auto& k : kernels_of(source))
     s += "extern \"C\" void kiln_cpu_entry_" + k +
          "(const void* a, const kiln_cpu_thread* t) { kiln_cpu::call(&kiln_cuda_program::" + k +
-         ", a, t); }\n";
+         ", a, t); }\nextern \"C\" unsigned long kiln_cpu_args_size_" + k +
+         "() { return kiln_cpu::args_size(&kiln_cuda_program::" + k + "); }\n";
   return s;
 }
 

@@ -117,6 +117,11 @@ void call(void (*kernel)(P), const void* args, const kiln_cpu_thread* t) {
   enter(t);
   kernel(*static_cast<const std::remove_cv_t<P>*>(args));
 }
+// The bytes of a kernel's by-value parameter (what a graph node copies, as the driver does).
+template <class P>
+unsigned long args_size(void (*)(P)) {
+  return sizeof(std::remove_cv_t<P>);
+}
 } // namespace kiln_cpu
 
 #endif

@@ -5,6 +5,7 @@
 // Vulkan) and on disk (the same disk_cache, KILN_CACHE_DIR), keyed with NVRTC's version and
 // the target architecture; the backend registers itself as the provider of "cuda:N".
 #include "kiln/jit/backend/device_backend.hpp"
+#include "kiln/jit/backend/launch_list.hpp"
 #include "kiln/jit/cuda/codegen.hpp"
 #include "kiln/jit/cuda/context.hpp"
 #include "kiln/jit/cuda/cublas.hpp"
@@ -101,23 +102,32 @@ public:
 
   void launch(const kernel& k, std::span<const buffer_arg> buffers,
               std::span<const std::byte> params, const launch_work& w) override {
-    const auto& ck = static_cast<const cuda_kernel&>(k);
-    const std::size_t ptr_bytes = 8 * buffers.size();
     thread_local std::vector<std::byte> blob;
-    blob.assign(struct_bytes(k.layout), std::byte{0});
-    if (ptr_bytes + params.size() > blob.size())
+    blob.clear();
+    pack(k, buffers, params, blob);
+    const launch_grid g = grid_for(k, w);
+    ctx_->launch(static_cast<const cuda_kernel&>(k).fn, static_cast<unsigned>(g.x),
+                 static_cast<unsigned>(g.y), static_cast<unsigned>(k.workgroup), blob);
+  }
+  // The kernel's one by-value argument, appended to `blob`: the buffers' device pointers,
+  // then the parameter block.
+  static void pack(const kernel& k, std::span<const buffer_arg> buffers,
+                   std::span<const std::byte> params, std::vector<std::byte>& blob) {
+    const std::size_t ptr_bytes = 8 * buffers.size(), at = blob.size();
+    blob.resize(at + struct_bytes(k.layout), std::byte{0});
+    if (ptr_bytes + params.size() > blob.size() - at)
       throw error("launch", "parameters do not match the kernel",
                   std::to_string(buffers.size()) + " buffers, " + std::to_string(params.size()) +
                       " parameter bytes");
     for (std::size_t i = 0; i < buffers.size(); ++i) {
       const CUdeviceptr p = static_cast<const block*>(buffers[i].handle)->handle;
-      std::memcpy(blob.data() + 8 * i, &p, 8);
+      std::memcpy(blob.data() + at + 8 * i, &p, 8);
     }
-    std::memcpy(blob.data() + ptr_bytes, params.data(), params.size());
-    const launch_grid g = grid_for(k, w);
-    ctx_->launch(ck.fn, static_cast<unsigned>(g.x), static_cast<unsigned>(g.y),
-                 static_cast<unsigned>(k.workgroup), blob);
+    std::memcpy(blob.data() + at + ptr_bytes, params.data(), params.size());
   }
+  std::unique_ptr<launch_batch> make_batch() override;
+  // CUDA graphs made, launched, and nodes set for captured plans so far (tests).
+  context::graph_counts graphs() const { return ctx_->graphs(); }
 
   const nvrtc_target& target() const { return target_; }
 
@@ -175,6 +185,93 @@ private:
 
 // cuda:N for each device the driver reports, or cuda:0 unavailable with the reason (no
 // driver, no GPU, no NVRTC).
+// A captured plan's run of launches on CUDA, launched as one CUDA graph: the last few
+// graphs (by their kernels and grids) are kept, and a replay whose buffers or scalars
+// differ sets only the nodes whose argument changed, so a time loop or a training step
+// launches one graph per replay and makes none after its first. A single launch goes as it
+// is; a driver without graphs, or KILN_CUDA_GRAPHS=0, issues the launches one by one.
+class graph_batch final : public jit_batch {
+public:
+  graph_batch(jit_backend& be, std::shared_ptr<context> ctx)
+      : jit_batch(be), ctx_(std::move(ctx)) {}
+  graph_batch(const graph_batch&) = delete;
+  graph_batch& operator=(const graph_batch&) = delete;
+  ~graph_batch() override {
+    for (kept& k : kept_)
+      ctx_->destroy(k.g);
+  }
+
+private:
+  struct kept {
+    std::vector<std::uint64_t> key; // kernels, grids, argument sizes
+    context::graph g;
+    std::vector<std::byte> args; // the nodes' arguments as last set
+  };
+  static constexpr std::size_t keep = 4;
+
+  void flush() override {
+    static const bool enabled = settings::flag("KILN_CUDA_GRAPHS", true);
+    if (launches.size() < 2 || !enabled || !ctx_->has_graphs()) return jit_batch::flush();
+    key_.clear();
+    args_.clear();
+    at_.clear();
+    nodes_.clear();
+    for (const pending& l : launches) {
+      const auto& k = static_cast<const cuda_kernel&>(*l.k);
+      const launch_grid g = be_.grid_for(k, l.work);
+      at_.push_back(args_.size());
+      cuda_backend::pack(k, {buffers.data() + l.buffers, l.nbuffers},
+                         {params.data() + l.params, l.nparams}, args_);
+      nodes_.push_back({k.fn,
+                        static_cast<unsigned>(g.x),
+                        static_cast<unsigned>(g.y),
+                        static_cast<unsigned>(k.workgroup),
+                        {}});
+      key_.push_back(reinterpret_cast<std::uintptr_t>(k.fn));
+      key_.push_back(std::uint64_t(g.x) << 32 | std::uint64_t(g.y));
+      key_.push_back(std::uint64_t(k.workgroup) << 32 | (args_.size() - at_.back()));
+    }
+    at_.push_back(args_.size());
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      nodes_[i].params = {args_.data() + at_[i], at_[i + 1] - at_[i]};
+    for (std::size_t i = 0; i < kept_.size(); ++i)
+      if (kept_[i].key == key_) {
+        std::rotate(kept_.begin(), kept_.begin() + std::ptrdiff_t(i),
+                    kept_.begin() + std::ptrdiff_t(i) + 1); // (most recent first)
+        kept& k = kept_.front();
+        k.key.clear(); // (not a match while half-set)
+        for (std::size_t n = 0; n < nodes_.size(); ++n)
+          if (std::memcmp(k.args.data() + at_[n], nodes_[n].params.data(),
+                          nodes_[n].params.size()) != 0)
+            ctx_->set_node(k.g, n, nodes_[n]);
+        k.key = key_;
+        k.args = args_;
+        ctx_->launch(k.g);
+        return;
+      }
+    if (kept_.size() < keep) kept_.emplace_back();
+    std::rotate(kept_.begin(), kept_.end() - 1, kept_.end()); // the oldest, made again
+    kept& k = kept_.front();
+    ctx_->destroy(k.g);
+    k.key.clear();
+    k.g = ctx_->make_graph(nodes_);
+    k.key = key_;
+    k.args = args_;
+    ctx_->launch(k.g);
+  }
+
+  std::shared_ptr<context> ctx_;
+  std::vector<kept> kept_;
+  std::vector<std::uint64_t> key_;
+  std::vector<std::byte> args_;
+  std::vector<std::size_t> at_;
+  std::vector<context::graph_launch> nodes_;
+};
+
+inline std::unique_ptr<launch_batch> cuda_backend::make_batch() {
+  return std::make_unique<graph_batch>(*this, ctx_);
+}
+
 inline std::vector<device_info> list_cuda_devices() {
   const auto& d = driver();
   if (!d.ok()) return {{kiln::device(device_kind::cuda, 0), false, d.why_not}};

@@ -10,6 +10,7 @@
 #include "kiln/jit/cuda/loader.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -175,6 +176,73 @@ public:
           "cuLaunchKernel");
   }
 
+  // --- CUDA graphs: a captured plan's launches (kiln/plan/), made into a graph once and
+  // launched as one; a replay with other buffers or scalars sets the nodes that changed.
+  bool has_graphs() const {
+    return d_.cuGraphCreate && d_.cuGraphAddKernelNode_v2 && d_.cuGraphInstantiateWithFlags &&
+           d_.cuGraphExecKernelNodeSetParams_v2 && d_.cuGraphLaunch && d_.cuGraphExecDestroy &&
+           d_.cuGraphDestroy;
+  }
+  struct graph_launch {
+    CUfunction f;
+    unsigned grid_x, grid_y, block_size;
+    std::span<const std::byte> params; // the by-value struct (the driver copies it)
+  };
+  // A chain of kernel nodes, each after the one before; `nodes` in launch order (the
+  // template graph is kept: its nodes name the executable graph's).
+  struct graph {
+    CUgraph g = nullptr;
+    CUgraphExec exec = nullptr;
+    std::vector<CUgraphNode> nodes;
+  };
+  graph make_graph(std::span<const graph_launch> launches) {
+    make_current();
+    graph out;
+    check(d_, d_.cuGraphCreate(&out.g, 0), "cuGraphCreate");
+    try {
+      for (const graph_launch& l : launches) {
+        void* args[] = {const_cast<std::byte*>(l.params.data())};
+        const kernel_node_params p = node(l, args);
+        CUgraphNode n = nullptr;
+        const CUgraphNode* after = out.nodes.empty() ? nullptr : &out.nodes.back();
+        check(d_, d_.cuGraphAddKernelNode_v2(&n, out.g, after, after ? 1 : 0, &p),
+              "cuGraphAddKernelNode");
+        out.nodes.push_back(n);
+      }
+      check(d_, d_.cuGraphInstantiateWithFlags(&out.exec, out.g, 0), "cuGraphInstantiate");
+    } catch (...) {
+      destroy(out);
+      throw;
+    }
+    ++graphs_made_;
+    return out;
+  }
+  // Node i of g launches l from g's next launch on (launches already queued are unchanged).
+  void set_node(graph& g, std::size_t i, const graph_launch& l) {
+    make_current();
+    void* args[] = {const_cast<std::byte*>(l.params.data())};
+    const kernel_node_params p = node(l, args);
+    check(d_, d_.cuGraphExecKernelNodeSetParams_v2(g.exec, g.nodes[i], &p),
+          "cuGraphExecKernelNodeSetParams");
+    ++nodes_set_;
+  }
+  void launch(graph& g) {
+    make_current();
+    check(d_, d_.cuGraphLaunch(g.exec, stream_), "cuGraphLaunch");
+    ++graphs_launched_;
+  }
+  // (A launched graph is freed by the driver once its work has finished.)
+  void destroy(graph& g) noexcept {
+    if (g.exec) d_.cuGraphExecDestroy(g.exec);
+    if (g.g) d_.cuGraphDestroy(g.g);
+    g = graph{};
+  }
+  // Graphs made, launched, and nodes set so far (tests).
+  struct graph_counts {
+    std::uint64_t made, launched, nodes_set;
+  };
+  graph_counts graphs() const { return {graphs_made_, graphs_launched_, nodes_set_}; }
+
   // --- timing: device time between two points of the stream
   class timer {
   public:
@@ -239,6 +307,18 @@ public:
   }
 
 private:
+  static kernel_node_params node(const graph_launch& l, void** args) {
+    kernel_node_params p{};
+    p.func = l.f;
+    p.grid_x = l.grid_x;
+    p.grid_y = l.grid_y;
+    p.grid_z = 1;
+    p.block_x = l.block_size;
+    p.block_y = p.block_z = 1;
+    p.kernel_params = args;
+    return p;
+  }
+
   const driver_library& d_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
@@ -249,6 +329,7 @@ private:
   std::mutex timer_mutex_;
   std::unique_ptr<timer> timer_;
   bool timing_ = false;
+  std::atomic<std::uint64_t> graphs_made_{0}, graphs_launched_{0}, nodes_set_{0};
 };
 
 } // namespace kiln::jit::cuda

@@ -28,6 +28,9 @@ using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUmemoryPool = struct CUmemPoolHandle_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 
@@ -41,6 +44,17 @@ inline constexpr int attr_memory_pools_supported = 115;
 inline constexpr int mempool_release_threshold = 4;
 inline constexpr int mempool_reserved_mem_current = 5;
 inline constexpr CUresult error_out_of_memory = 2;
+
+// cuda.h's CUDA_KERNEL_NODE_PARAMS_v2 (a kernel node of a CUDA graph), member for member
+// (tests/test_cuda_codegen.cpp checks the layout against cuda.h).
+struct kernel_node_params {
+  CUfunction func;
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  void** kernel_params;
+  void** extra;
+  void* kern; // (CUkernel: unused where func is set)
+  CUcontext ctx;
+};
 
 #define KILN_CU_FUNCTIONS(X)                                                                       \
   X(cuInit, CUresult, unsigned)                                                                    \
@@ -69,14 +83,24 @@ inline constexpr CUresult error_out_of_memory = 2;
   X(cuLaunchKernel, CUresult, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,        \
     unsigned, unsigned, CUstream, void**, void**)
 
-// Stream-ordered allocation (CUDA 11.2+ drivers): used where present and supported.
+// Stream-ordered allocation (CUDA 11.2+ drivers): used where present and supported; CUDA
+// graphs with the v2 kernel node (12.0+ drivers): a captured plan's replays, where present.
 #define KILN_CU_OPTIONAL_FUNCTIONS(X)                                                              \
   X(cuMemAllocAsync, CUresult, CUdeviceptr*, std::size_t, CUstream)                                \
   X(cuMemFreeAsync, CUresult, CUdeviceptr, CUstream)                                               \
   X(cuDeviceGetDefaultMemPool, CUresult, CUmemoryPool*, CUdevice)                                  \
   X(cuMemPoolSetAttribute, CUresult, CUmemoryPool, int, void*)                                     \
   X(cuMemPoolGetAttribute, CUresult, CUmemoryPool, int, void*)                                     \
-  X(cuMemPoolTrimTo, CUresult, CUmemoryPool, std::size_t)
+  X(cuMemPoolTrimTo, CUresult, CUmemoryPool, std::size_t)                                          \
+  X(cuGraphCreate, CUresult, CUgraph*, unsigned)                                                   \
+  X(cuGraphAddKernelNode_v2, CUresult, CUgraphNode*, CUgraph, const CUgraphNode*, std::size_t,     \
+    const kernel_node_params*)                                                                     \
+  X(cuGraphInstantiateWithFlags, CUresult, CUgraphExec*, CUgraph, unsigned long long)              \
+  X(cuGraphExecKernelNodeSetParams_v2, CUresult, CUgraphExec, CUgraphNode,                         \
+    const kernel_node_params*)                                                                     \
+  X(cuGraphLaunch, CUresult, CUgraphExec, CUstream)                                                \
+  X(cuGraphExecDestroy, CUresult, CUgraphExec)                                                     \
+  X(cuGraphDestroy, CUresult, CUgraph)
 
 #define KILN_NVRTC_FUNCTIONS(X)                                                                    \
   X(nvrtcVersion, nvrtcResult, int*, int*)                                                         \
